@@ -1,0 +1,33 @@
+# Two entry points for a fresh Debian machine (run as root): `make demo` and `make test`.
+# Both install what is missing first: apt packages, the venv (from Debian's python3, with
+# system site-packages so Debian's mininet imports inside it) and fabroute itself.
+PY      := /usr/bin/python3
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+APT_PKGS := python3-venv python3-dev
+SHELL   := /bin/bash
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	$(PY) -m venv --system-site-packages $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/fabroute demo --out out/demo
+
+test: $(STAMP)
+	$(VPY) -m pytest -q -n 2 tests
+
+clean:
+	rm -rf $(VENV) out build *.egg-info

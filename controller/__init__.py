@@ -1,0 +1,1 @@
+"""fabroute controller (built in a later issue)."""

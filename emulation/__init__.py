@@ -1,0 +1,1 @@
+"""fabroute emulation (built in a later issue)."""

@@ -1,0 +1,1 @@
+"""fabroute simulator (built in a later issue)."""

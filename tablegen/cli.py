@@ -1,0 +1,301 @@
+"""The ``fabroute`` command line.
+
+Exit codes: 0 success, 1 the tables failed verification, 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .topology import Topology, TopologyError
+
+TOPOLOGY_FILE, TABLES_NPZ, REPORT_FILE = "topology.json", "tables.npz", "verify.json"
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _topology(spec: str) -> Topology:
+    from .spec import build
+
+    return build(spec)
+
+
+def _tables(topo: Topology, args):
+    from .routing import build_tables
+
+    return build_tables(topo, args.routing, nonmin=getattr(args, "nonmin", None),
+                        vcs=getattr(args, "vcs", None))
+
+
+def _switch(topo: Topology, value: int, what: str) -> int:
+    if not 0 <= value < topo.n_switches:
+        raise UsageError(f"{what}={value} is not a switch of {topo.name()}; "
+                         f"expected 0 <= {what} < {topo.n_switches}")
+    return value
+
+
+# -- commands ------------------------------------------------------------------------------
+def cmd_topology(args) -> int:
+    topo = _topology(args.spec)
+    if args.json:
+        json.dump(topo.to_dict(), sys.stdout)
+        print()
+        return 0
+    from .analysis import analyze
+
+    a = analyze(topo)
+    print(f"{topo.name()}: {topo.n_switches} switches, {topo.n_hosts} hosts, "
+          f"{len(topo.links)} links, network radix {int(topo.degree.max())}, "
+          f"diameter {a['diameter']}, ASPL {a['aspl']:.3f}")
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from .analysis import analyze
+
+    topo = _topology(args.spec)
+    a = analyze(topo)
+    a["topology"] = topo.name()
+    if args.json:
+        print(json.dumps(a, indent=1))
+    else:
+        for k, v in a.items():
+            print(f"{k:>12}: {v}")
+    return 0
+
+
+def build_and_verify(topo: Topology, args, console=None):
+    """Build the tables, verify them and tighten the VC count to what the tables use."""
+    from .verify import verify
+
+    t0 = time.perf_counter()
+    ts = _tables(topo, args)
+    t1 = time.perf_counter()
+    rep = verify(ts)
+    t2 = time.perf_counter()
+    if rep.ok and rep.vcs_used < ts.num_vcs and getattr(args, "vcs", None) is None:
+        ts.num_vcs = rep.vcs_used  # VCs never saturated, so fewer VCs route identically
+        rep.num_vcs = ts.num_vcs
+    if console is not None:
+        console.log(f"{args.routing}: tables {t1 - t0:.2f} s, verify {t2 - t1:.2f} s")
+    return ts, rep
+
+
+def write_table_set(ts, rep, out: Path, formats) -> list[str]:
+    """Write every export of ``ts`` into ``out`` as a whole: everything goes to a sibling
+    temporary directory first, which then replaces ``out``."""
+    from .export import export_all
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        ts.save_npz(tmp / TABLES_NPZ)
+        (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
+        written = export_all(ts, tmp, formats=formats)
+        if out.exists():
+            out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sorted({f for files in written.values() for f in files} | {TABLES_NPZ, REPORT_FILE})
+
+
+def _print_failure(rep) -> None:
+    for e in rep.errors:
+        print(f"verify: {e}", file=sys.stderr)
+
+
+def cmd_tables(args) -> int:
+    console = _console()
+    topo = _topology(args.spec)
+    ts, rep = build_and_verify(topo, args, console)
+    if not rep.ok:
+        _print_failure(rep)
+        print(f"tables: {args.routing} on {topo.name()} failed verification; nothing written",
+              file=sys.stderr)
+        return 1
+    files = write_table_set(ts, rep, Path(args.out), tuple(args.formats.split(",")))
+    print(json.dumps({"out": str(args.out), "routing": ts.routing, "num_vcs": ts.num_vcs,
+                      "files": len(files), "classes": rep.classes}))
+    return 0
+
+
+def load_table_set(d: Path):
+    from .tables import TableSet
+
+    d = Path(d)
+    if not d.is_dir():
+        raise UsageError(f"DIR={d} is not a directory; expected the --out of 'fabroute tables'")
+    try:
+        topo = Topology.from_dict(json.loads((d / TOPOLOGY_FILE).read_text()))
+        return TableSet.load_npz(d / TABLES_NPZ, topo)
+    except (OSError, ValueError, KeyError) as e:
+        raise UsageError(f"DIR={d} holds no readable table set ({type(e).__name__}: {e}); "
+                         f"expected {TOPOLOGY_FILE} and {TABLES_NPZ}") from None
+
+
+def cmd_verify(args) -> int:
+    from .verify import verify
+
+    ts = load_table_set(Path(args.dir))
+    rep = verify(ts)
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        print(f"{rep.topology} {rep.routing}: {'OK' if rep.ok else 'FAILED'}; "
+              f"VCs used {rep.vcs_used} of {rep.num_vcs}; CDG {rep.cdg.get('dependencies', 0)} "
+              f"dependencies, acyclic={not rep.cycle}")
+        for name, c in rep.classes.items():
+            print(f"  {name}: max {c['max_hops']} hops (bound {c['bound']})")
+    if not rep.ok:
+        _print_failure(rep)
+        return 1
+    return 0
+
+
+def cmd_path(args) -> int:
+    topo = _topology(args.spec)
+    ts = _tables(topo, args)
+    src, dst = _switch(topo, args.src, "src"), _switch(topo, args.dst, "dst")
+    cls = ts.cls(args.cls) if args.cls else ts.classes[-1]
+    inter = -1
+    if cls.inter != "none":
+        cands = ts.candidates(src, dst, cls)
+        if args.via is None:
+            inter = int(cands[0]) if len(cands) else -1
+        elif args.via not in set(cands.tolist()):
+            raise UsageError(f"--via {args.via} is not an intermediate {cls.name} may use from "
+                             f"{src} to {dst}; expected one of {cands.tolist()[:20]}…")
+        else:
+            inter = args.via
+    elif args.via is not None:
+        raise UsageError(f"--via {args.via}: class {cls.name} of routing {args.routing} has no "
+                         "intermediate")
+    path = ts.walk(src, dst, cls, inter)
+    path.update(routing=ts.routing, cls=cls.name, via=inter,
+                labels=[list(topo.label(s)) for s in path["switches"]])
+    if args.json:
+        print(json.dumps(path))
+    else:
+        for i, s in enumerate(path["switches"]):
+            hop = f" --port {path['ports'][i]} vc {path['vcs'][i]}-->" if i < len(path["ports"]) else ""
+            print(f"{s} {tuple(topo.label(s))}{hop}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from rich.table import Table
+
+    console = _console()
+    out = Path(args.out)
+    topo = _topology("slimfly:q=5")
+    table = Table(title=f"fabroute demo: {topo.name()} ({topo.n_switches} switches, "
+                        f"{topo.n_hosts} hosts) -> {out}")
+    for col in ("routing", "classes", "max hops", "VCs", "CDG deps", "verified", "files"):
+        table.add_column(col)
+    status = 0
+    for routing in ("min", "val-3h", "ugal-l"):
+        ns = argparse.Namespace(routing=routing, nonmin=None, vcs=None)
+        ts, rep = build_and_verify(topo, ns, console)
+        if not rep.ok:
+            _print_failure(rep)
+            status = 1
+            continue
+        files = write_table_set(ts, rep, out / routing, ("json", "ib", "openflow"))
+        table.add_row(routing, ",".join(rep.classes),
+                      ",".join(str(c["max_hops"]) for c in rep.classes.values()),
+                      str(ts.num_vcs), str(rep.cdg["dependencies"]), "yes", str(len(files)))
+    console.print(table)
+    return status
+
+
+# -- parser --------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as every other bad input
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parser() -> argparse.ArgumentParser:
+    from .routing import NONMIN, ROUTINGS
+
+    p = _Parser(prog="fabroute", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def routing_args(sp):
+        sp.add_argument("--routing", required=True, choices=ROUTINGS)
+        sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
+        sp.add_argument("--vcs", type=int, help="force the VC count (fewer fail verify)")
+
+    sp = sub.add_parser("topology", help="build a topology and print it")
+    sp.add_argument("spec")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_topology)
+
+    sp = sub.add_parser("tables", help="compute, verify and export the tables")
+    sp.add_argument("spec")
+    routing_args(sp)
+    sp.add_argument("--out", required=True)
+    sp.add_argument("--formats", default="json,ib,openflow")
+    sp.set_defaults(func=cmd_tables)
+
+    sp = sub.add_parser("verify", help="verify an exported table set")
+    sp.add_argument("dir")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_verify)
+
+    sp = sub.add_parser("path", help="the path, ports and VCs a packet takes")
+    sp.add_argument("spec")
+    routing_args(sp)
+    sp.add_argument("--src", type=int, required=True)
+    sp.add_argument("--dst", type=int, required=True)
+    sp.add_argument("--via", type=int, help="intermediate switch (or group) for Valiant classes")
+    sp.add_argument("--class", dest="cls", help="path class of a UGAL-L routing (min or the "
+                    "non-minimal one; default the non-minimal)")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_path)
+
+    sp = sub.add_parser("analyze", help="diameter, ASPL, degrees, cable lengths")
+    sp.add_argument("spec")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_analyze)
+
+    sp = sub.add_parser("demo", help="Slim Fly q=5: MIN, VAL_3h, UGAL-L tables, verified, "
+                        "exported")
+    sp.add_argument("--out", default="out/demo")
+    sp.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (TopologyError, UsageError, KeyError) as e:
+        msg = e.args[0] if e.args else str(e)
+        print(f"fabroute: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""Routing algorithms that turn a topology into a :class:`~tablegen.tables.TableSet`.
+
+Routings: ``min``, ``val`` (original Valiant; group-level Valiant on a Dragonfly, Kim et al.
+§4.1), ``val-nta`` and ``val-3h`` (Yébenes et al. HOTI 2017 §IV), ``ugal-l`` (MIN plus a
+non-minimal class, decided at the source by :mod:`tablegen.ugal`) and ``dsnf`` (Truong et al.
+Fig. 2).  Every routing is destination-based per phase; see :mod:`tablegen.tables` for the
+header state and the processing at a switch.
+
+Minimal tables
+--------------
+* Graph-minimal (Slim Fly, DSN-F ``min``, DSN-x, DLN-x): among the network ports of ``u`` whose
+  neighbour is one hop closer to ``d`` (sorted by port index, ``m`` of them), take the one of
+  rank ``d mod m``.  Spreading by destination rather than "lowest port" balances the several
+  minimal paths Slim Fly has for q > 5; every alternative is kept in ``alternatives``.
+* Dragonfly: hierarchical minimal routing of Kim et al. (local, global, local; one global hop).
+  Graph-shortest paths may cross two global links, which Kim's VC scheme does not allow.
+  Towards group ``T`` a router uses its own global port to ``T`` when it has one (rank
+  ``T mod m`` among several), else the local port to gateway number ``T mod m`` of its group.
+* 2-D torus: dimension-order routing (X then Y, shorter direction, ties positive).
+
+Virtual channels
+----------------
+``hop``: the VC is the hop index (Yébenes et al. §II-C): deadlock-free for any routing, with as
+many VCs as the longest path (Slim Fly MIN 2, VAL/VAL_nta 4, VAL_3h 3).  ``global`` (Kim et al.
+Fig. 7): the VC rises after every global hop; MIN uses VC 0-1 alone or VC 1-2 inside UGAL,
+group-level VAL uses VC 0-2.  ``dateline`` (DSN-F, torus): the VC rises after every ring
+dateline.  ``verify`` proves each scheme acyclic on the actual tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .analysis import distance_matrix
+from .tables import PathClass, TableSet
+from .topology import Topology, TopologyError
+
+ROUTINGS = ("min", "val", "val-nta", "val-3h", "ugal-l", "dsnf")
+NONMIN = ("val", "val-nta", "val-3h", "val-group")
+
+
+def mask_dtype(radix: int):
+    for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if radix <= np.iinfo(dt).bits:
+            return dt
+    raise TopologyError(f"network radix {radix} exceeds 64 ports; expected at most 64")
+
+
+def graph_min(topo: Topology, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Graph-minimal table and equal-cost alternatives, tie-break rank ``d mod m``.
+
+    Complexity: O(N^2 R) time, O(chunk * R * N) extra memory.
+    """
+    n, r = topo.adj.shape
+    table = np.full((n, n), -1, dtype=np.int16)
+    alt = np.zeros((n, n), dtype=mask_dtype(r))
+    d = np.arange(n)
+    valid = topo.adj >= 0
+    nb = np.where(valid, topo.adj, 0)
+    bits = (np.uint64(1) << np.arange(r, dtype=np.uint64)).astype(alt.dtype)
+    chunk = max(1, (1 << 22) // max(1, r * n))
+    for lo in range(0, n, chunk):
+        u = np.arange(lo, min(n, lo + chunk))
+        dn = dist[nb[u]].astype(np.int16)                      # [c, R, N]
+        good = valid[u][:, :, None] & (dn == dist[u][:, None, :].astype(np.int16) - 1)
+        alt[u] = np.bitwise_or.reduce(np.where(good, bits[None, :, None], 0), axis=1)
+        m = good.sum(axis=1)                                    # [c, N]
+        k = d[None, :] % np.maximum(m, 1)
+        pick = np.argmax(np.cumsum(good, axis=1) > k[:, None, :], axis=1)
+        table[u] = np.where(m > 0, pick, -1)
+    return table, alt
+
+
+def dragonfly_min(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hierarchical minimal tables of Kim et al.: ``(min[N,N], group[N,g], alternatives)``.
+
+    Complexity: O(g^2 a h + N^2).
+    """
+    a, h, g = (topo.params[k] for k in ("a", "h", "g"))
+    n, r = topo.adj.shape
+    grp = topo.group
+    to_group = np.full((n, g), -1, dtype=np.int16)
+    galt = np.zeros((n, g), dtype=mask_dtype(r))
+    one = alt_one = galt.dtype.type(1)
+    for G in range(g):
+        routers = np.arange(G * a, (G + 1) * a)
+        gtarget = np.where(topo.adj[routers, a - 1:] >= 0, grp[topo.adj[routers, a - 1:]], -1)
+        for T in range(g):
+            if T == G:
+                continue
+            rr, tt = np.nonzero(gtarget == T)
+            if len(rr) == 0:
+                raise TopologyError(f"dragonfly: groups {G} and {T} share no global link")
+            gw = rr[T % len(rr)]
+            for x in range(a):
+                own = tt[rr == x]
+                u = G * a + x
+                if len(own):
+                    to_group[u, T] = a - 1 + own[T % len(own)]
+                    for t in own:
+                        galt[u, T] |= alt_one << (a - 1 + int(t))
+                else:
+                    to_group[u, T] = gw - 1 if gw > x else gw
+                    for y in np.unique(rr):
+                        galt[u, T] |= one << int(y - 1 if y > x else y)
+    sw = np.arange(n)
+    same = grp[:, None] == grp[None, :]
+    xr, yr = sw[:, None] % a, sw[None, :] % a
+    local = np.where(yr > xr, yr - 1, yr).astype(np.int16)
+    table = np.where(same, local, to_group[:, grp]).astype(np.int16)
+    np.fill_diagonal(table, -1)
+    lbit = np.left_shift(np.ones_like(local, dtype=galt.dtype), local.astype(galt.dtype))
+    alt = np.where(same, lbit, galt[:, grp]).astype(galt.dtype)
+    np.fill_diagonal(alt, 0)
+    return table, to_group, alt
+
+
+def table_lengths(topo: Topology, table: np.ndarray) -> np.ndarray:
+    """Hops from ``u`` to target ``t`` following ``table`` (targets are switches); raises
+    ``RuntimeError`` if some entry loops or dead-ends.  O(N^2 L) for longest path L."""
+    n = table.shape[0]
+    t = np.arange(table.shape[1])
+    length = np.full(table.shape, -1, dtype=np.int32)
+    length[t, t] = 0
+    nxt = np.where(table >= 0, topo.adj[np.arange(n)[:, None], np.maximum(table, 0)], -1)
+    for step in range(1, n + 1):
+        todo = length < 0
+        if not todo.any():
+            return length
+        cand = np.where(nxt >= 0, length[np.maximum(nxt, 0), t[None, :]], -1)
+        done = todo & (cand == step - 1)
+        if not done.any():
+            u, d = np.argwhere(todo)[0]
+            raise RuntimeError(f"table loops or dead-ends at switch {u} toward {d}")
+        length[done] = step
+    return length
+
+
+def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
+                 vcs: int | None = None, ugal_threshold: int | None = None) -> TableSet:
+    """Build the table set of ``routing`` on ``topo``.
+
+    Parameters:
+        routing: one of :data:`ROUTINGS`.
+        nonmin: UGAL-L's non-minimal class (default ``val-3h`` on Slim Fly, ``val-group`` on
+            a Dragonfly, ``val`` elsewhere).
+        vcs: force the number of VCs (VCs saturate at ``vcs - 1``); default: as many as the
+            scheme needs.  Fewer than needed makes ``verify`` fail — on purpose, for tests.
+        ugal_threshold: UGAL-L bias T (flits) stored for the controller and simulator.
+
+    Complexity: dominated by the minimal table, O(N^2 R).
+    """
+    if routing not in ROUTINGS:
+        raise TopologyError(f"routing {routing!r} is unknown; expected one of {', '.join(ROUTINGS)}")
+    kind = topo.kind
+    if routing == "dsnf" and kind != "dsnf":
+        raise TopologyError(f"routing 'dsnf' needs a dsnf topology, not {kind}")
+    tables: dict[str, np.ndarray] = {}
+    params: dict = {}
+    exit_port = None
+    if kind == "dragonfly":
+        tables["min"], tables["group"], alt = dragonfly_min(topo)
+        vc_inc = (topo.link_kind == topo.kind_names.index("global")).astype(np.uint8)
+        scheme = "global"
+    elif kind == "torus":
+        from .baselines import torus_dor_tables
+
+        tables["min"], vc_dor = torus_dor_tables(topo)
+        alt = _single_bits(tables["min"], topo.radix)
+        vc_inc, scheme = vc_dor.astype(np.uint8), "dateline"
+    else:
+        tables["min"], alt = graph_min(topo, distance_matrix(topo))
+        vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
+    if routing == "dsnf":
+        from .dsnf import dsnf_tables
+
+        dt = dsnf_tables(topo)
+        tables["dsnf_pre"], tables["dsnf_main"] = dt.pre, dt.main
+        exit_port, vc_inc, scheme = dt.exit_port, dt.vc_inc.astype(np.uint8), "dateline"
+        p, n = topo.params["p"], topo.params["n"]
+        k_layers = -(-n // (p * 2**p))
+        classes = [PathClass("dsnf", table1="dsnf_main", table0="dsnf_pre", target0="dst",
+                             exit="port", max_hops=2 * (p + k_layers - 1))]
+    else:
+        diam = int(table_lengths(topo, tables["min"]).max())
+        min_cls = PathClass("min", table1="min", max_hops=diam)
+        if routing == "min":
+            classes = [min_cls]
+        else:
+            variant = routing if routing != "ugal-l" else (nonmin or _default_nonmin(kind))
+            if variant not in NONMIN or (variant == "val-group" and kind != "dragonfly"):
+                raise TopologyError(f"non-minimal variant {variant!r} does not fit {kind}; "
+                                    f"expected one of {', '.join(NONMIN)}")
+            if kind == "dragonfly" and variant == "val":
+                variant = "val-group"  # Kim et al. §4.1: Valiant at the group level
+            if kind == "dragonfly" and variant != "val-group" or (
+                    scheme == "dateline" and variant != "min"):
+                # Router-level Valiant breaks the global-hop and dateline schemes (two local
+                # hops on one VC in a group; X after Y); hop-indexed VCs hold for any path.
+                vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
+            nonmin_cls = _nonmin_class(variant, diam)
+            if routing == "ugal-l":
+                base = 1 if scheme == "global" else 0
+                classes = [PathClass("min", table1="min", vc_base=base, max_hops=diam), nonmin_cls]
+                params["nonmin"] = variant
+                params["ugal_threshold"] = ugal_threshold
+            else:
+                classes = [nonmin_cls]
+    if vcs is None:
+        vcs = _vcs_needed(topo, scheme, classes, vc_inc)
+    return TableSet(topo=topo, routing=routing, classes=classes, tables=tables,
+                    alternatives=alt, vc_inc=vc_inc, num_vcs=int(vcs), vc_scheme=scheme,
+                    exit_port=exit_port, params=params)
+
+
+def _default_nonmin(kind: str) -> str:
+    return {"slimfly": "val-3h", "dragonfly": "val-group"}.get(kind, "val")
+
+
+def _nonmin_class(variant: str, diam: int) -> PathClass:
+    if variant == "val-group":
+        # phase 0: <= 1 local + 1 global; phase 1 (in the intermediate group): a minimal route.
+        return PathClass("val-group", table1="min", table0="group", target0="group",
+                         exit="reach", inter="group", max_hops=2 + diam)
+    if variant == "val":
+        return PathClass("val", table1="min", table0="min", target0="switch", exit="reach",
+                         inter="switch", max_hops=2 * diam)
+    if variant == "val-nta":
+        return PathClass("val-nta", table1="min", table0="min", target0="switch",
+                         exit="on_path", inter="switch", max_hops=2 * diam)
+    return PathClass("val-3h", table1="min", table0="min", target0="switch", exit="first_hop",
+                     inter="switch-3h", max_hops=1 + diam)
+
+
+def _vcs_needed(topo: Topology, scheme: str, classes: list[PathClass], vc_inc) -> int:
+    """VCs a scheme needs by construction; ``verify`` checks the count against the tables."""
+    if scheme == "hop":
+        return max(c.vc_base + c.max_hops for c in classes)
+    if scheme == "global":
+        # one more VC per global hop: MIN has one global hop, group-level VAL two.
+        return max(c.vc_base + (2 if c.name == "val-group" else 1) + 1 for c in classes)
+    # dateline: the verifier measures how many datelines a path crosses; start generous.
+    return max(c.max_hops for c in classes) + 1
+
+
+def _single_bits(table: np.ndarray, radix: int) -> np.ndarray:
+    dt = mask_dtype(radix)
+    return np.where(table >= 0, np.left_shift(dt(1), np.maximum(table, 0).astype(dt)), 0).astype(dt)

@@ -1,0 +1,345 @@
+"""Verification of a table set by walking the tables themselves.
+
+:func:`verify` proves, for every source switch, destination switch and source choice (path
+class and intermediate):
+
+* delivery: the walk ends at the destination (no dead end, no loop);
+* the path-length bound of the class (e.g. VAL_3h <= 3 hops on Slim Fly);
+* deadlock freedom: the channel dependency graph (CDG) over channels ``(link, direction, VC)``
+  is acyclic.  VCs never decrease along a path, so this is the same as one acyclic CDG per VC.
+
+Method.  Enumerating every (source, intermediate, destination) triple of a 722-switch Slim Fly
+is too slow, so the walk runs over the *header state space* instead: a state is
+``(switch, class, phase, target, destination, vc)`` where, while a Valiant packet heads for its
+intermediate, the destination is left free (it does not influence the route until the
+intermediate is reached).  States are expanded hop by hop from all sources at once (NumPy,
+deduplicated per hop); a state whose phase-0 leg ends expands to every destination the class
+allows.  Leaving the destination free in phase 0 can only add paths (e.g. a VAL packet whose
+destination equals its source), so the check is conservative: an acyclic result is a proof,
+and a cycle, printed channel by channel, is a counter-example to inspect.  Dependencies
+``in-channel -> out-channel`` are recorded in a dense bitmap of ``channels × (ports × VCs)``.
+
+Complexity: O(sum over hops of live states) time, typically O(N^2 · D · V) for diameter D and
+V VCs; memory O(N^2) per hop plus O(N R^2 V^2) bits for the dependency bitmap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .tables import TableSet
+
+
+class VerificationError(RuntimeError):
+    """The table set is wrong; the message says where."""
+
+
+@dataclass
+class Report:
+    ok: bool
+    routing: str
+    topology: str
+    switches: int
+    num_vcs: int
+    vcs_used: int
+    classes: dict = field(default_factory=dict)   # name -> {"max_hops": .., "bound": .., "hist": {}}
+    cdg: dict = field(default_factory=dict)        # channels, dependencies, per_vc
+    errors: list = field(default_factory=list)
+    cycle: list = field(default_factory=list)      # [{"switch", "port", "vc"}, …]
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _join(pa, va, pb, vb):
+    """All pairs ``(va[i], vb[j])`` with ``pa[i] == pb[j]``."""
+    oa, ob = np.argsort(pa, kind="stable"), np.argsort(pb, kind="stable")
+    pa, va, pb, vb = pa[oa], va[oa], pb[ob], vb[ob]
+    lo = np.searchsorted(pb, pa, "left")
+    cnt = np.searchsorted(pb, pa, "right") - lo
+    total = int(cnt.sum())
+    ia = np.repeat(np.arange(len(pa)), cnt)
+    start = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+    return va[ia], vb[start + np.arange(total)]
+
+
+def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
+    """Walk ``ts`` and return a :class:`Report`; ``report.ok`` is False with ``errors`` (and a
+    printed ``cycle`` for a cyclic CDG) when the tables are wrong."""
+    topo = ts.topo
+    n, r = topo.adj.shape
+    V = ts.num_vcs
+    adj, grp = topo.adj, topo.group
+    nchan = n * r * V
+    deps = np.zeros((nchan, r * V), dtype=bool)
+    report = Report(ok=True, routing=ts.routing, topology=topo.name(), switches=n,
+                    num_vcs=V, vcs_used=0)
+    vc_seen = np.zeros(V, dtype=bool)
+    ids = np.arange(n)
+    fanout = any(c.table0 is not None and c.target0 != "dst" for c in ts.classes)
+    on_path = _jump_sets(ts) if any(c.exit == "on_path" for c in ts.classes) else None
+
+    for ci, c in enumerate(ts.classes):
+        hist: dict[int, int] = {}
+        # Rows of the current hop: switch, phase, target (intermediate / exclusion group),
+        # destination (-1: free), vc, in-channel (-1 at the source).
+        if c.table0 is None or c.target0 == "dst":
+            s, d = np.nonzero(~np.eye(n, dtype=bool))
+            rows = dict(u=s, ph=np.full(len(s), 0 if c.table0 else 1), t=np.full(len(s), -1),
+                        d=d, vc=np.full(len(s), c.vc_base), inc=np.full(len(s), -1))
+        elif c.inter == "switch-3h":
+            rows = _first_hops_3h(ts, c)
+        else:
+            m = topo.n_groups if c.target0 == "group" else n
+            s, t = np.nonzero(np.ones((n, m), dtype=bool))
+            keep = (grp[s] != t) if c.target0 == "group" else (s != t)
+            s, t = s[keep], t[keep]
+            rows = dict(u=s, ph=np.zeros(len(s)), t=t, d=np.full(len(s), -1),
+                        vc=np.full(len(s), c.vc_base), inc=np.full(len(s), -1))
+        if len(rows["u"]) == 0 and n > 1:
+            report.errors.append(f"class {c.name}: no source has a route choice")
+        hop = 0
+        while len(rows["u"]):
+            if hop > c.max_hops:
+                u, d = int(rows["u"][0]), int(rows["d"][0])
+                report.errors.append(
+                    f"class {c.name}: a path is longer than {c.max_hops} hops (loop?) — "
+                    f"e.g. a packet at switch {u} toward {d} after {hop} hops")
+                break
+            rows, parent = _arrive(ts, c, rows, fanout, on_path, ids)
+            # delivery (a destination equal to the source is no flow: drop it at hop 0)
+            at_dst = rows["d"] == rows["u"]
+            here = at_dst & ((rows["ph"] == 1) | (c.target0 == "dst")) & (hop > 0)
+            rows_keep = ~at_dst if hop == 0 else True
+            if here.any():
+                hist[hop] = hist.get(hop, 0) + int(here.sum())
+            live = ~here & rows_keep
+            inc = {k: rows.pop(k) for k in ("_inc_key", "_inc_chan") if k in rows}
+            rows = {k: v[live] for k, v in rows.items()}
+            parent = parent[live] if parent is not None else None
+            if not len(rows["u"]):
+                break
+            # lookup
+            ph0 = rows["ph"] == 0
+            j = np.empty(len(rows["u"]), dtype=np.int64)
+            u = rows["u"]
+            if c.table1 is not None:
+                j[~ph0] = ts.tables[c.table1][u[~ph0], rows["d"][~ph0]]
+            if ph0.any():
+                tgt = rows["d"][ph0] if c.target0 == "dst" else rows["t"][ph0]
+                j[ph0] = ts.tables[c.table0][u[ph0], tgt]
+            bad = j < 0
+            if bad.any():
+                k = np.flatnonzero(bad)[0]
+                report.errors.append(
+                    f"class {c.name}: no table entry at switch {int(u[k])} for destination "
+                    f"{int(rows['d'][k])} (phase {int(rows['ph'][k])}, target {int(rows['t'][k])})")
+                break
+            if c.exit == "first_hop":
+                rows["ph"] = np.ones_like(rows["ph"])
+            elif c.exit == "port":
+                rows["ph"] = np.where(ph0 & ts.exit_port[u, j], 1, rows["ph"])
+            vc = rows["vc"]
+            vc_seen[np.unique(vc)] = True
+            out = (u * r + j) * V + vc
+            # dependencies in-channel -> out-channel, joined through the parent state
+            if parent is None:
+                ins, outs = rows["inc"], out
+            else:
+                pu, pi = np.unique(np.stack([parent, out]), axis=1)
+                ins, outs = _join(inc["_inc_key"], inc["_inc_chan"], pu, pi)
+            has_in = ins >= 0
+            ins, outs = ins[has_in], outs[has_in]
+            deps[ins, (outs // V) % r * V + outs % V] = True
+            nvc = np.minimum(vc + ts.vc_inc[u, j], V - 1)
+            nxt = dict(u=adj[u, j], ph=rows["ph"], t=rows["t"], d=rows["d"], vc=nvc, inc=out)
+            rows = _dedupe(nxt, n, V) if fanout else nxt
+            hop += 1
+        report.classes[c.name] = {"max_hops": max(hist) if hist else 0, "bound": c.max_hops,
+                                  "hist": {str(k): v for k, v in sorted(hist.items())}}
+    report.vcs_used = int(np.flatnonzero(vc_seen).max() + 1) if vc_seen.any() else 0
+    _check_cdg(ts, deps, report, max_cycle_print)
+    report.ok = not report.errors
+    return report
+
+
+def _dedupe(rows, n, V):
+    key = ((((rows["ph"].astype(np.int64) * (n + 2) + rows["t"] + 1) * (n + 1) + rows["d"] + 1)
+            * n + rows["u"]) * V + rows["vc"]) * (n * 64 * V + 1) + rows["inc"] + 1
+    _, first = np.unique(key, return_index=True)
+    return {k: v[first] for k, v in rows.items()}
+
+
+def _arrive(ts: TableSet, c, rows, fanout, on_path, ids):
+    """Phase-0 arrival rules; returns the rows after them and, for fan-out classes, the
+    parent index of each row (``None`` without fan-out: each row keeps its own in-channel).
+    The incidence parent -> in-channel rides along in ``rows`` for :func:`_join`."""
+    n = ts.topo.n_switches
+    if not fanout:
+        return rows, None
+    # unique keys (without the in-channel) and the incidence key -> in-channel
+    key = (((rows["ph"].astype(np.int64) * (n + 2) + rows["t"] + 1) * (n + 1) + rows["d"] + 1)
+           * n + rows["u"]) * ts.num_vcs + rows["vc"]
+    ukey, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inc_key, inc_chan = inv.ravel(), rows["inc"]
+    k = {f: v[first] for f, v in rows.items() if f != "inc"}
+    nk = len(ukey)
+    out_parts, par_parts = [], []
+    ph0 = k["ph"] == 0
+    keep = np.ones(nk, dtype=bool)
+    if c.exit in ("reach", "on_path"):
+        here = k["u"] if c.target0 == "switch" else ts.topo.group[k["u"]]
+        reached = ph0 & (here == k["t"])
+        if reached.any():
+            # the phase-0 leg is over: expand to every destination the class allows
+            pk = np.flatnonzero(reached)
+            pp, dd = np.repeat(pk, n), np.tile(ids, len(pk))
+            if c.target0 == "group":
+                ok = ts.topo.group[dd] != k["t"][pp]
+            else:
+                ok = dd != k["t"][pp]
+            pp, dd = pp[ok], dd[ok]
+            out_parts.append(dict(u=k["u"][pp], ph=np.ones(len(pp), dtype=k["ph"].dtype),
+                                  t=np.full(len(pp), -1), d=dd, vc=k["vc"][pp]))
+            par_parts.append(pp)
+            keep &= ~reached
+        if c.exit == "on_path" and on_path is not None:
+            cand = np.flatnonzero(ph0 & keep)
+            jp, jd = on_path(k["u"][cand], k["t"][cand])
+            pp = cand[jp]
+            out_parts.append(dict(u=k["u"][pp], ph=np.ones(len(pp), dtype=k["ph"].dtype),
+                                  t=np.full(len(pp), -1), d=jd, vc=k["vc"][pp]))
+            par_parts.append(pp)
+    kk = np.flatnonzero(keep)
+    out_parts.insert(0, {f: v[kk] for f, v in k.items()})
+    par_parts.insert(0, kk)
+    rows = {f: np.concatenate([p[f] for p in out_parts]) for f in out_parts[0]}
+    rows["_inc_key"], rows["_inc_chan"] = inc_key, inc_chan
+    parent = np.concatenate(par_parts)
+    return rows, parent
+
+
+def _jump_sets(ts: TableSet):
+    """For VAL_nta: a function mapping phase-0 states (u, I) to the destinations D for which
+    u lies on the table path I -> D (where the loop cut sends the packet on to D)."""
+    topo = ts.topo
+    n = topo.n_switches
+    t = ts.tables[ts.classes[-1].table1]
+    # walk every (I, D) path once and record (u, I, D) for each switch u on it, u != I
+    I, D = np.nonzero(~np.eye(n, dtype=bool))
+    x = I.copy()
+    us, ii, dd = [], [], []
+    while len(x):
+        x = topo.adj[x, t[x, D]]
+        us.append(x), ii.append(I), dd.append(D)
+        more = x != D
+        x, I, D = x[more], I[more], D[more]
+    u = np.concatenate(us)
+    code = u.astype(np.int64) * n + np.concatenate(ii)
+    order = np.argsort(code, kind="stable")
+    code, dst = code[order], np.concatenate(dd)[order]
+
+    def lookup(qu, qi):
+        q = qu.astype(np.int64) * n + qi
+        lo = np.searchsorted(code, q, "left")
+        cnt = np.searchsorted(code, q, "right") - lo
+        rep = np.repeat(np.arange(len(q)), cnt)
+        pos = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(int(cnt.sum()))
+        return rep, dst[pos]
+
+    return lookup
+
+
+def _first_hops_3h(ts: TableSet, c):
+    """Initial VAL_3h rows: for every (S, D) the first hops its intermediates lead to
+    (turn-around first hops dropped where the source has another)."""
+    topo = ts.topo
+    n, r = topo.adj.shape
+    t = ts.tables[c.table0]
+    S, D = np.nonzero(~np.eye(n, dtype=bool))
+    # count[S, j]: intermediates whose minimal path from S leaves on port j
+    j_all = t[np.arange(n)[:, None], np.arange(n)[None, :]]
+    count = np.zeros((n, r), dtype=np.int64)
+    valid = j_all >= 0
+    np.add.at(count, (np.nonzero(valid)[0], j_all[valid]), 1)
+    rows_s, rows_d, rows_j = [], [], []
+    for j in range(r):
+        nb = topo.adj[S, j]
+        used = (count[S, j] - (t[S, D] == j)) > 0
+        used &= nb >= 0
+        used &= nb != D  # I == D is not an intermediate; N == D only via another I
+        rows_s.append(S[used]), rows_d.append(D[used]), rows_j.append(np.full(used.sum(), j))
+    S, D, J = (np.concatenate(v) for v in (rows_s, rows_d, rows_j))
+    N = topo.adj[S, J]
+    # drop first hops whose minimal path back to D passes S (turn-around), when S has others
+    back = _passes(topo, ts.tables[c.table1], N, D, S)
+    code = S.astype(np.int64) * n + D
+    good_any = np.zeros(n * n, dtype=bool)
+    good_any[code[~back]] = True
+    keep = ~back | ~good_any[code]
+    S, D, N = S[keep], D[keep], N[keep]
+    # The choice is the first hop: target the neighbour N itself (table0[S, N] is that port).
+    return dict(u=S, ph=np.zeros(len(S)), t=N, d=D,
+                vc=np.full(len(S), c.vc_base), inc=np.full(len(S), -1))
+
+
+def _passes(topo, table, src, dst, node):
+    """Whether the table path src -> dst visits ``node`` (vectorised)."""
+    x = src.copy()
+    hit = x == node
+    alive = x != dst
+    for _ in range(topo.n_switches):
+        if not alive.any():
+            break
+        idx = np.flatnonzero(alive)
+        x[idx] = topo.adj[x[idx], table[x[idx], dst[idx]]]
+        hit[idx] |= x[idx] == node[idx]
+        alive[idx] = x[idx] != dst[idx]
+    return hit
+
+
+def _check_cdg(ts: TableSet, deps, report: Report, max_cycle_print: int) -> None:
+    topo = ts.topo
+    n, r = topo.adj.shape
+    V = ts.num_vcs
+    ins, cols = np.nonzero(deps)
+    # in-channel (u, j, vc) ends at switch adj[u, j]; the out-channel leaves there
+    u_in = ins // (r * V)
+    j_in = (ins // V) % r
+    w = topo.adj[u_in, j_in]
+    outs = (w.astype(np.int64) * r + cols // V) * V + cols % V
+    nchan = n * r * V
+    per_vc = np.bincount(outs % V, minlength=V)
+    report.cdg = {"channels": int(np.unique(np.concatenate([ins, outs])).size) if len(ins) else 0,
+                  "dependencies": int(len(ins)),
+                  "per_vc": {str(v): int(per_vc[v]) for v in range(V)}}
+    if not len(ins):
+        return
+    g = coo_matrix((np.ones(len(ins), dtype=np.int8), (ins, outs)), shape=(nchan, nchan)).tocsr()
+    ncomp, label = connected_components(g, directed=True, connection="strong")
+    sizes = np.bincount(label)
+    big = np.flatnonzero(sizes > 1)
+    selfloop = ins == outs
+    if not len(big) and not selfloop.any():
+        return
+    import networkx as nx
+
+    if len(big):
+        comp = big[np.argmin(sizes[big])]
+        members = np.flatnonzero(label == comp)
+        sub = nx.DiGraph()
+        m = np.isin(ins, members) & np.isin(outs, members)
+        sub.add_edges_from(zip(ins[m].tolist(), outs[m].tolist()))
+        cyc = [a for a, _ in nx.find_cycle(sub)]
+    else:
+        cyc = [int(ins[selfloop][0])]
+    report.cycle = [{"switch": int(ch // (r * V)),
+                     "port": topo.port_number(int(ch // (r * V)), int((ch // V) % r)),
+                     "to": int(topo.adj[ch // (r * V), (ch // V) % r]),
+                     "vc": int(ch % V)} for ch in cyc[:max_cycle_print]]
+    text = " -> ".join(f"{c['switch']}:{c['port']}(vc{c['vc']})" for c in report.cycle)
+    report.errors.append(f"channel dependency graph has a cycle of {len(cyc)} channels: {text}")

@@ -1,0 +1,1 @@
+"""Jinja2 templates of every text format fabroute exports."""
