@@ -66,7 +66,7 @@ def graph_min(topo: Topology, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         alt[u] = np.bitwise_or.reduce(np.where(good, bits[None, :, None], 0), axis=1)
         m = good.sum(axis=1)                                    # [c, N]
         k = d[None, :] % np.maximum(m, 1)
-        pick = np.argmax(np.cumsum(good, axis=1) > k[:, None, :], axis=1)
+        pick = np.argmax(np.cumsum(good, axis=1, dtype=np.int8) > k[:, None, :], axis=1)
         table[u] = np.where(m > 0, pick, -1)
     return table, alt
 
@@ -168,7 +168,7 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
         tables["min"], vc_dor = torus_dor_tables(topo)
         alt = _single_bits(tables["min"], topo.radix)
         vc_inc, scheme = vc_dor.astype(np.uint8), "dateline"
-    else:
+    elif routing != "dsnf":
         tables["min"], alt = graph_min(topo, distance_matrix(topo))
         vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
     if routing == "dsnf":
@@ -176,6 +176,7 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
 
         dt = dsnf_tables(topo)
         tables["dsnf_pre"], tables["dsnf_main"] = dt.pre, dt.main
+        alt = _single_bits(dt.main, topo.radix)  # one deterministic route per destination
         exit_port, vc_inc, scheme = dt.exit_port, dt.vc_inc.astype(np.uint8), "dateline"
         p, n = topo.params["p"], topo.params["n"]
         k_layers = -(-n // (p * 2**p))

@@ -85,24 +85,35 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
 
     for ci, c in enumerate(ts.classes):
         hist: dict[int, int] = {}
+        if not fanout:
+            from ._walk import run
+
+            hist, err = run(ts, c, deps, vc_seen)
+            if err:
+                report.errors.append(err)
+            report.classes[c.name] = _class_summary(c, hist)
+            continue
         # Rows of the current hop: switch, phase, target (intermediate / exclusion group),
         # destination (-1: free), vc, in-channel (-1 at the source).
         if c.table0 is None or c.target0 == "dst":
-            s, d = np.nonzero(~np.eye(n, dtype=bool))
-            rows = dict(u=s, ph=np.full(len(s), 0 if c.table0 else 1), t=np.full(len(s), -1),
-                        d=d, vc=np.full(len(s), c.vc_base), inc=np.full(len(s), -1))
+            s, d = (a.astype(np.int32) for a in np.nonzero(~np.eye(n, dtype=bool)))
+            rows = dict(u=s, ph=np.full(len(s), 0 if c.table0 else 1, dtype=np.int8),
+                        t=np.full(len(s), -1, dtype=np.int32), d=d,
+                        vc=np.full(len(s), c.vc_base, dtype=np.int8),
+                        inc=np.full(len(s), -1, dtype=np.int32))
         elif c.inter == "switch-3h":
-            rows = _first_hops_3h(ts, c)
+            rows, first = _first_hops_3h(ts, c, deps, vc_seen)
+            hist[1] = first
         else:
             m = topo.n_groups if c.target0 == "group" else n
             s, t = np.nonzero(np.ones((n, m), dtype=bool))
             keep = (grp[s] != t) if c.target0 == "group" else (s != t)
             s, t = s[keep], t[keep]
-            rows = dict(u=s, ph=np.zeros(len(s)), t=t, d=np.full(len(s), -1),
-                        vc=np.full(len(s), c.vc_base), inc=np.full(len(s), -1))
+            rows = dict(u=s, ph=np.zeros(len(s), dtype=np.int8), t=t, d=np.full(len(s), -1),
+                        vc=np.full(len(s), c.vc_base, dtype=np.int8), inc=np.full(len(s), -1))
         if len(rows["u"]) == 0 and n > 1:
             report.errors.append(f"class {c.name}: no source has a route choice")
-        hop = 0
+        hop = 1 if c.inter == "switch-3h" else 0
         while len(rows["u"]):
             if hop > c.max_hops:
                 u, d = int(rows["u"][0]), int(rows["d"][0])
@@ -124,47 +135,56 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
             if not len(rows["u"]):
                 break
             # lookup
-            ph0 = rows["ph"] == 0
-            j = np.empty(len(rows["u"]), dtype=np.int64)
-            u = rows["u"]
-            if c.table1 is not None:
-                j[~ph0] = ts.tables[c.table1][u[~ph0], rows["d"][~ph0]]
-            if ph0.any():
-                tgt = rows["d"][ph0] if c.target0 == "dst" else rows["t"][ph0]
+            u, d, ph = rows["u"], rows["d"], rows["ph"]
+            ph0 = ph == 0
+            if c.table0 is None:
+                j = ts.tables[c.table1][u, d]
+            else:
+                j = np.empty(len(u), dtype=np.int16)
+                if c.table1 is not None:
+                    j[~ph0] = ts.tables[c.table1][u[~ph0], d[~ph0]]
+                tgt = d[ph0] if c.target0 == "dst" else rows["t"][ph0]
                 j[ph0] = ts.tables[c.table0][u[ph0], tgt]
             bad = j < 0
             if bad.any():
                 k = np.flatnonzero(bad)[0]
                 report.errors.append(
                     f"class {c.name}: no table entry at switch {int(u[k])} for destination "
-                    f"{int(rows['d'][k])} (phase {int(rows['ph'][k])}, target {int(rows['t'][k])})")
+                    f"{int(d[k])} (phase {int(ph[k])}, target {int(rows['t'][k])})")
                 break
             if c.exit == "first_hop":
-                rows["ph"] = np.ones_like(rows["ph"])
+                ph = np.ones_like(ph)
             elif c.exit == "port":
-                rows["ph"] = np.where(ph0 & ts.exit_port[u, j], 1, rows["ph"])
+                ph = np.where(ph0 & ts.exit_port[u, j], 1, ph).astype(np.int8)
             vc = rows["vc"]
-            vc_seen[np.unique(vc)] = True
-            out = (u * r + j) * V + vc
+            vc_seen |= np.bincount(vc, minlength=V)[:V] > 0
+            col = j.astype(np.int32) * V + vc
+            out = u * (r * V) + col
             # dependencies in-channel -> out-channel, joined through the parent state
             if parent is None:
-                ins, outs = rows["inc"], out
+                ins, cols = rows["inc"], col
             else:
                 pu, pi = np.unique(np.stack([parent, out]), axis=1)
                 ins, outs = _join(inc["_inc_key"], inc["_inc_chan"], pu, pi)
-            has_in = ins >= 0
-            ins, outs = ins[has_in], outs[has_in]
-            deps[ins, (outs // V) % r * V + outs % V] = True
-            nvc = np.minimum(vc + ts.vc_inc[u, j], V - 1)
-            nxt = dict(u=adj[u, j], ph=rows["ph"], t=rows["t"], d=rows["d"], vc=nvc, inc=out)
+                cols = outs % (r * V)
+            if hop == 0 or parent is not None:
+                has_in = ins >= 0
+                ins, cols = ins[has_in], cols[has_in]
+            deps[ins, cols] = True
+            nvc = np.minimum(vc + ts.vc_inc[u, j], V - 1).astype(np.int8)
+            nxt = dict(u=adj[u, j], ph=ph, t=rows["t"], d=d, vc=nvc, inc=out)
             rows = _dedupe(nxt, n, V) if fanout else nxt
             hop += 1
-        report.classes[c.name] = {"max_hops": max(hist) if hist else 0, "bound": c.max_hops,
-                                  "hist": {str(k): v for k, v in sorted(hist.items())}}
+        report.classes[c.name] = _class_summary(c, hist)
     report.vcs_used = int(np.flatnonzero(vc_seen).max() + 1) if vc_seen.any() else 0
     _check_cdg(ts, deps, report, max_cycle_print)
     report.ok = not report.errors
     return report
+
+
+def _class_summary(c, hist: dict) -> dict:
+    return {"max_hops": max(hist) if hist else 0, "bound": c.max_hops,
+            "hist": {str(k): v for k, v in sorted(hist.items())}}
 
 
 def _dedupe(rows, n, V):
@@ -254,37 +274,48 @@ def _jump_sets(ts: TableSet):
     return lookup
 
 
-def _first_hops_3h(ts: TableSet, c):
-    """Initial VAL_3h rows: for every (S, D) the first hops its intermediates lead to
-    (turn-around first hops dropped where the source has another)."""
+def _first_hops_3h(ts: TableSet, c, deps, vc_seen):
+    """VAL_3h's first hop, source by source.
+
+    For every (S, D) the first hops are the ports of S that some intermediate I not in
+    {S, D} leads to, less the turn-around hops (S on the minimal path from the first hop back
+    to D) when S has another.  Records the dependencies (S -> N, VC) -> (N -> next, VC') of the
+    second hop here, so the walk can start at hop 1 from the distinct (N, D) states instead of
+    the N^2 k' (S, N, D) triples.  Returns the hop-1 rows and the number delivered at hop 1.
+    Requires hop-indexed VCs (the first hop is on ``vc_base``, the second on ``vc_base+1``).
+    """
     topo = ts.topo
     n, r = topo.adj.shape
-    t = ts.tables[c.table0]
-    S, D = np.nonzero(~np.eye(n, dtype=bool))
-    # count[S, j]: intermediates whose minimal path from S leaves on port j
-    j_all = t[np.arange(n)[:, None], np.arange(n)[None, :]]
-    count = np.zeros((n, r), dtype=np.int64)
-    valid = j_all >= 0
-    np.add.at(count, (np.nonzero(valid)[0], j_all[valid]), 1)
-    rows_s, rows_d, rows_j = [], [], []
-    for j in range(r):
-        nb = topo.adj[S, j]
-        used = (count[S, j] - (t[S, D] == j)) > 0
-        used &= nb >= 0
-        used &= nb != D  # I == D is not an intermediate; N == D only via another I
-        rows_s.append(S[used]), rows_d.append(D[used]), rows_j.append(np.full(used.sum(), j))
-    S, D, J = (np.concatenate(v) for v in (rows_s, rows_d, rows_j))
-    N = topo.adj[S, J]
-    # drop first hops whose minimal path back to D passes S (turn-around), when S has others
-    back = _passes(topo, ts.tables[c.table1], N, D, S)
-    code = S.astype(np.int64) * n + D
-    good_any = np.zeros(n * n, dtype=bool)
-    good_any[code[~back]] = True
-    keep = ~back | ~good_any[code]
-    S, D, N = S[keep], D[keep], N[keep]
-    # The choice is the first hop: target the neighbour N itself (table0[S, N] is that port).
-    return dict(u=S, ph=np.zeros(len(S)), t=N, d=D,
-                vc=np.full(len(S), c.vc_base), inc=np.full(len(S), -1))
+    V = ts.num_vcs
+    t0, t1 = ts.tables[c.table0], ts.tables[c.table1]
+    assert ts.vc_scheme == "hop", "VAL_3h is verified with hop-indexed VCs"
+    vc0, vc1 = c.vc_base, min(c.vc_base + 1, V - 1)
+    vc_seen[[vc0, vc1]] = True
+    ids = np.arange(n)
+    reach = np.zeros((n, n), dtype=bool)  # reach[N, D]: a packet toward D is at N after hop 1
+    for S in range(n):
+        js = np.flatnonzero(topo.adj[S] >= 0)
+        N = topo.adj[S, js]
+        count = np.bincount(t0[S][t0[S] >= 0], minlength=r)[js]          # intermediates per port
+        allowed = (count[:, None] - (t0[S][None, :] == js[:, None])) > 0  # [j, D]: some I != D
+        allowed[:, S] = False
+        # turn-around: the table path N -> D passes S (N is S's neighbour, so its first step)
+        back = _passes(topo, t1, np.repeat(N, n), np.tile(ids, len(N)), np.full(len(N) * n, S))
+        back = back.reshape(len(N), n) & allowed
+        fine = allowed & ~back
+        allowed &= ~(back & fine.any(axis=0)[None, :])
+        jj, D = np.nonzero(allowed)
+        nb = N[jj]
+        reach[nb, D] = True
+        go = nb != D
+        jo = t1[nb[go], D[go]]
+        ins = (S * r + js[jj[go]]) * V + vc0
+        deps[ins, jo * V + vc1] = True
+    first = int(np.trace(reach))
+    np.fill_diagonal(reach, False)
+    Nn, D = np.nonzero(reach)
+    return dict(u=Nn, ph=np.ones(len(Nn), dtype=np.int8), t=np.full(len(Nn), -1), d=D,
+                vc=np.full(len(Nn), vc1, dtype=np.int8), inc=np.full(len(Nn), -1)), first
 
 
 def _passes(topo, table, src, dst, node):
