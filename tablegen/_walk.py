@@ -60,3 +60,165 @@ def run(ts, c, deps, vc_seen):
         err = (f"class {c.name}: a path is longer than {c.max_hops} hops (loop?) — e.g. a "
                f"packet at switch {u} toward {d}")
     return {int(h): int(k) for h, k in enumerate(hist) if k}, err
+
+
+@njit(cache=True)
+def _walk_from(x, d, vc, adj, t1, vc_inc, n_vcs, deps, vc_seen, visited):
+    """Phase-1 walk x -> d from VC ``vc``; stops where an earlier walk already went on."""
+    r = adj.shape[1]
+    inch = -1
+    while x != d:
+        j = t1[x, d]
+        if inch >= 0:
+            deps[inch, j * n_vcs + vc] = True
+        if visited[x, d, vc]:
+            return
+        visited[x, d, vc] = True
+        vc_seen[vc] = True
+        inch = (x * r + j) * n_vcs + vc
+        vc = min(vc + vc_inc[x, j], n_vcs - 1)
+        x = adj[x, j]
+
+
+@njit(cache=True)
+def walk_reach(adj, t0, t1, group, by_group, n_targets, vc_inc, n_vcs, vc_base, len1,
+               deps, hist, vc_seen):
+    """Valiant classes whose phase 0 ends on reaching the intermediate switch (or group).
+
+    Phase 0 is walked for every (source, intermediate); the channels that arrive at an
+    intermediate are collected, and phase 1 is walked once per (arrival switch, destination,
+    VC) — never per (source, intermediate, destination) triple.  ``len1`` holds the phase-1
+    table lengths, so the path-length histogram over the triples is exact:
+    ``hist[len0 + len1[x, d]]`` summed over every (source, intermediate) and allowed ``d``
+    (``d`` not the intermediate, nor in the intermediate group, nor the source).
+    Returns ``(status, switch, target)`` as :func:`walk_all_pairs`.
+    """
+    n, r = adj.shape
+    arrived = np.zeros(n * r * n_vcs, dtype=np.bool_)
+    lmax = hist.shape[0]
+    # h1[x, L]: destinations allowed after arriving at x that are L hops away
+    h1 = np.zeros((n, lmax), dtype=np.int64)
+    for x in range(n):
+        for d in range(n):
+            if d != x and not (by_group and group[d] == group[x]):
+                h1[x, len1[x, d]] += 1
+    for s in range(n):
+        for tgt in range(n_targets):
+            if (by_group and group[s] == tgt) or (not by_group and s == tgt):
+                continue
+            u, vc, inch, hops = s, vc_base, -1, 0
+            while (group[u] if by_group else u) != tgt:
+                if hops > n:
+                    return TOO_LONG, u, tgt
+                j = t0[u, tgt]
+                if j < 0:
+                    return DEAD_END, u, tgt
+                if inch >= 0:
+                    deps[inch, j * n_vcs + vc] = True
+                vc_seen[vc] = True
+                inch = (u * r + j) * n_vcs + vc
+                vc = min(vc + vc_inc[u, j], n_vcs - 1)
+                u = adj[u, j]
+                hops += 1
+            arrived[inch] = True
+            for L in range(lmax - hops):
+                hist[hops + L] += h1[u, L]
+            if not (by_group and group[s] == group[u]) and s != u:
+                hist[hops + len1[u, s]] -= 1  # the source is no destination of its own packet
+    visited = np.zeros((n, n, n_vcs), dtype=np.bool_)
+    for c in range(arrived.shape[0]):
+        if not arrived[c]:
+            continue
+        u = c // (r * n_vcs)
+        j = (c // n_vcs) % r
+        x = adj[u, j]
+        vc = min(c % n_vcs + vc_inc[u, j], n_vcs - 1)
+        for d in range(n):
+            if d == x or (by_group and group[d] == group[x]):
+                continue
+            deps[c, t1[x, d] * n_vcs + vc] = True
+            _walk_from(x, d, vc, adj, t1, vc_inc, n_vcs, deps, vc_seen, visited)
+    return 0, -1, -1
+
+
+def run_reach(ts, c, deps, vc_seen):
+    """Walk a ``reach`` Valiant class; returns ``(hist dict, error or None)``."""
+    from .routing import table_lengths
+
+    topo = ts.topo
+    t1 = ts.tables[c.table1]
+    by_group = c.target0 == "group"
+    try:
+        len1 = table_lengths(topo, t1)
+    except RuntimeError as e:
+        return {}, f"class {c.name}: phase-1 {e}"
+    hist = np.zeros(c.max_hops + int(len1.max()) + 2, dtype=np.int64)
+    n_targets = topo.n_groups if by_group else topo.n_switches
+    status, u, t = walk_reach(topo.adj, ts.tables[c.table0], t1, topo.group.astype(np.int64),
+                              by_group, n_targets, ts.vc_inc.astype(np.int64), ts.num_vcs,
+                              c.vc_base, len1, deps, hist, vc_seen)
+    err = None
+    if status == DEAD_END:
+        err = f"class {c.name}: no table entry at switch {u} for intermediate {t}"
+    elif status == TOO_LONG:
+        err = f"class {c.name}: phase 0 loops at switch {u} toward intermediate {t}"
+    return {int(h): int(k) for h, k in enumerate(hist) if k}, err
+
+
+@njit(cache=True)
+def walk_3h(adj, t0, t1, vc_inc, n_vcs, vc_base, len1, deps, hist, vc_seen):
+    """VAL_3h: for every (S, D) the first hops are the ports of S that some intermediate
+    I not in {S, D} leads to, less the turn-around hops (the table path from the first hop N
+    back to D passes S) when S has another; then the phase-1 walk N -> D, once per (N, D).
+    ``hist`` counts (S, first hop, D) paths by length."""
+    n, r = adj.shape
+    count = np.zeros(r, dtype=np.int64)
+    ok = np.zeros(r, dtype=np.bool_)
+    back = np.zeros(r, dtype=np.bool_)
+    visited = np.zeros((n, n, n_vcs), dtype=np.bool_)
+    for s in range(n):
+        count[:] = 0
+        for i in range(n):
+            if t0[s, i] >= 0:
+                count[t0[s, i]] += 1
+        for d in range(n):
+            if d == s:
+                continue
+            any_fine = False
+            for j in range(r):
+                nb = adj[s, j]
+                ok[j] = nb >= 0 and count[j] - (1 if t0[s, d] == j else 0) > 0
+                back[j] = False
+                if ok[j]:
+                    x = nb
+                    while x != d:
+                        if x == s:
+                            back[j] = True
+                            break
+                        x = adj[x, t1[x, d]]
+                    any_fine = any_fine or not back[j]
+            for j in range(r):
+                if not ok[j] or (back[j] and any_fine):
+                    continue
+                nb = adj[s, j]
+                hist[1 + len1[nb, d]] += 1
+                vc_seen[vc_base] = True
+                if nb != d:
+                    vc = min(vc_base + vc_inc[s, j], n_vcs - 1)
+                    deps[(s * r + j) * n_vcs + vc_base, t1[nb, d] * n_vcs + vc] = True
+                    _walk_from(nb, d, vc, adj, t1, vc_inc, n_vcs, deps, vc_seen, visited)
+    return 0, -1, -1
+
+
+def run_3h(ts, c, deps, vc_seen):
+    """Walk a VAL_3h class; returns ``(hist dict, error or None)``."""
+    from .routing import table_lengths
+
+    try:
+        len1 = table_lengths(ts.topo, ts.tables[c.table1])
+    except RuntimeError as e:
+        return {}, f"class {c.name}: {e}"
+    hist = np.zeros(int(len1.max()) + 2, dtype=np.int64)
+    walk_3h(ts.topo.adj, ts.tables[c.table0], ts.tables[c.table1], ts.vc_inc.astype(np.int64),
+            ts.num_vcs, c.vc_base, len1, deps, hist, vc_seen)
+    return {int(h): int(k) for h, k in enumerate(hist) if k}, None

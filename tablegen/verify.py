@@ -8,8 +8,12 @@ class and intermediate):
 * deadlock freedom: the channel dependency graph (CDG) over channels ``(link, direction, VC)``
   is acyclic.  VCs never decrease along a path, so this is the same as one acyclic CDG per VC.
 
-Method.  Enumerating every (source, intermediate, destination) triple of a 722-switch Slim Fly
-is too slow, so the walk runs over the *header state space* instead: a state is
+Method.  Deterministic classes (MIN, DSN-F), Valiant classes that leave phase 0 on reaching the
+intermediate (VAL, group-level VAL) and VAL_3h are walked in compiled code
+(:mod:`tablegen._walk`) without ever enumerating (source, intermediate, destination) triples:
+phase 0 per (source, intermediate), phase 1 once per (switch, destination, VC); their
+path-length histograms are exact.  VAL_nta's loop cut depends on both the intermediate and the
+destination, so it walks the *header state space* instead: a state is
 ``(switch, class, phase, target, destination, vc)`` where, while a Valiant packet heads for its
 intermediate, the destination is left free (it does not influence the route until the
 intermediate is reached).  States are expanded hop by hop from all sources at once (NumPy,
@@ -85,12 +89,14 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
 
     for ci, c in enumerate(ts.classes):
         hist: dict[int, int] = {}
-        if not fanout:
-            from ._walk import run
-
-            hist, err = run(ts, c, deps, vc_seen)
+        compiled = _compiled_walker(c)
+        if compiled is not None:
+            hist, err = compiled(ts, c, deps, vc_seen)
             if err:
                 report.errors.append(err)
+            elif hist and max(hist) > c.max_hops:
+                report.errors.append(f"class {c.name}: a path has {max(hist)} hops; the bound "
+                                     f"is {c.max_hops}")
             report.classes[c.name] = _class_summary(c, hist)
             continue
         # Rows of the current hop: switch, phase, target (intermediate / exclusion group),
@@ -101,9 +107,6 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
                         t=np.full(len(s), -1, dtype=np.int32), d=d,
                         vc=np.full(len(s), c.vc_base, dtype=np.int8),
                         inc=np.full(len(s), -1, dtype=np.int32))
-        elif c.inter == "switch-3h":
-            rows, first = _first_hops_3h(ts, c, deps, vc_seen)
-            hist[1] = first
         else:
             m = topo.n_groups if c.target0 == "group" else n
             s, t = np.nonzero(np.ones((n, m), dtype=bool))
@@ -113,7 +116,7 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
                         vc=np.full(len(s), c.vc_base, dtype=np.int8), inc=np.full(len(s), -1))
         if len(rows["u"]) == 0 and n > 1:
             report.errors.append(f"class {c.name}: no source has a route choice")
-        hop = 1 if c.inter == "switch-3h" else 0
+        hop = 0
         while len(rows["u"]):
             if hop > c.max_hops:
                 u, d = int(rows["u"][0]), int(rows["d"][0])
@@ -180,6 +183,17 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
     _check_cdg(ts, deps, report, max_cycle_print)
     report.ok = not report.errors
     return report
+
+
+def _compiled_walker(c):
+    """The compiled walk for deterministic classes (MIN, DSN-F), for Valiant classes that
+    leave phase 0 on reaching the intermediate and for VAL_3h; ``None`` for the state-space
+    walk (VAL_nta)."""
+    from ._walk import run, run_3h, run_reach
+
+    if c.table0 is None or c.target0 == "dst":
+        return run
+    return {"reach": run_reach, "first_hop": run_3h}.get(c.exit)
 
 
 def _class_summary(c, hist: dict) -> dict:
@@ -272,65 +286,6 @@ def _jump_sets(ts: TableSet):
         return rep, dst[pos]
 
     return lookup
-
-
-def _first_hops_3h(ts: TableSet, c, deps, vc_seen):
-    """VAL_3h's first hop, source by source.
-
-    For every (S, D) the first hops are the ports of S that some intermediate I not in
-    {S, D} leads to, less the turn-around hops (S on the minimal path from the first hop back
-    to D) when S has another.  Records the dependencies (S -> N, VC) -> (N -> next, VC') of the
-    second hop here, so the walk can start at hop 1 from the distinct (N, D) states instead of
-    the N^2 k' (S, N, D) triples.  Returns the hop-1 rows and the number delivered at hop 1.
-    Requires hop-indexed VCs (the first hop is on ``vc_base``, the second on ``vc_base+1``).
-    """
-    topo = ts.topo
-    n, r = topo.adj.shape
-    V = ts.num_vcs
-    t0, t1 = ts.tables[c.table0], ts.tables[c.table1]
-    assert ts.vc_scheme == "hop", "VAL_3h is verified with hop-indexed VCs"
-    vc0, vc1 = c.vc_base, min(c.vc_base + 1, V - 1)
-    vc_seen[[vc0, vc1]] = True
-    ids = np.arange(n)
-    reach = np.zeros((n, n), dtype=bool)  # reach[N, D]: a packet toward D is at N after hop 1
-    for S in range(n):
-        js = np.flatnonzero(topo.adj[S] >= 0)
-        N = topo.adj[S, js]
-        count = np.bincount(t0[S][t0[S] >= 0], minlength=r)[js]          # intermediates per port
-        allowed = (count[:, None] - (t0[S][None, :] == js[:, None])) > 0  # [j, D]: some I != D
-        allowed[:, S] = False
-        # turn-around: the table path N -> D passes S (N is S's neighbour, so its first step)
-        back = _passes(topo, t1, np.repeat(N, n), np.tile(ids, len(N)), np.full(len(N) * n, S))
-        back = back.reshape(len(N), n) & allowed
-        fine = allowed & ~back
-        allowed &= ~(back & fine.any(axis=0)[None, :])
-        jj, D = np.nonzero(allowed)
-        nb = N[jj]
-        reach[nb, D] = True
-        go = nb != D
-        jo = t1[nb[go], D[go]]
-        ins = (S * r + js[jj[go]]) * V + vc0
-        deps[ins, jo * V + vc1] = True
-    first = int(np.trace(reach))
-    np.fill_diagonal(reach, False)
-    Nn, D = np.nonzero(reach)
-    return dict(u=Nn, ph=np.ones(len(Nn), dtype=np.int8), t=np.full(len(Nn), -1), d=D,
-                vc=np.full(len(Nn), vc1, dtype=np.int8), inc=np.full(len(Nn), -1)), first
-
-
-def _passes(topo, table, src, dst, node):
-    """Whether the table path src -> dst visits ``node`` (vectorised)."""
-    x = src.copy()
-    hit = x == node
-    alive = x != dst
-    for _ in range(topo.n_switches):
-        if not alive.any():
-            break
-        idx = np.flatnonzero(alive)
-        x[idx] = topo.adj[x[idx], table[x[idx], dst[idx]]]
-        hit[idx] |= x[idx] == node[idx]
-        alive[idx] = x[idx] != dst[idx]
-    return hit
 
 
 def _check_cdg(ts: TableSet, deps, report: Report, max_cycle_print: int) -> None:

@@ -1,0 +1,135 @@
+"""The fabroute command line, run in-process through its entry point."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tablegen.cli import main
+from tablegen.routing import build_tables
+from tablegen.spec import build
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["topology", "slimfly:q=6"], "q=6 is not admissible"),
+    (["topology", "slimfly:q=15"], "q=15"),
+    (["topology", "dragonfly:p=2,a=4,h=2,g=10"], "g=10; expected 2 <= g <= a*h+1 = 9"),
+    (["topology", "dsnf:n=1"], "n=1"),
+    (["topology", "mesh:x=4"], "topology 'mesh' is unknown"),
+    (["topology", "slimfly:q=5,z=3"], "unknown key z"),
+    (["tables", "slimfly:q=5", "--routing", "dsnf", "--out", "X"], "routing 'dsnf' needs a dsnf"),
+    (["tables", "slimfly:q=5", "--routing", "zigzag", "--out", "X"], "zigzag"),
+    (["path", "slimfly:q=5", "--routing", "min", "--src", "0", "--dst", "50"], "dst=50"),
+    (["path", "slimfly:q=5", "--routing", "min", "--src", "0", "--dst", "3", "--via", "7"],
+     "--via 7"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
+    argv = [str(tmp_path / a) if a == "X" else a for a in argv]
+    with pytest.raises(SystemExit) if "zigzag" in needle else _nothing():
+        code, out, err = run(capsys, *argv)
+        assert code == 2
+        lines = [l for l in err.splitlines() if l.strip()]
+        assert len(lines) == 1 and needle in lines[0], err
+        assert not (tmp_path / "X").exists()
+    if "zigzag" in needle:
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "zigzag" in err
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def test_unreadable_dir(capsys, tmp_path):
+    code, _, err = run(capsys, "verify", str(tmp_path / "missing"))
+    assert code == 2 and "is not a directory" in err
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "topology.json").write_text("{not json")
+    code, _, err = run(capsys, "verify", str(tmp_path / "junk"))
+    assert code == 2 and "holds no readable table set" in err and len(err.splitlines()) == 1
+
+
+def test_topology_json_keys(capsys):
+    code, out, _ = run(capsys, "topology", "dragonfly:p=2,a=4,h=2", "--json")
+    d = json.loads(out)
+    assert code == 0
+    assert {"id", "label"} <= set(d["switches"][0])
+    assert len(d["links"]) == 36 * 5 // 2 and all(len(l) == 4 for l in d["links"])
+    assert len(d["hosts"]) == 72 and d["hosts"][3] == [3, 1, 2]
+
+
+def test_path_json_matches_the_paper_example(capsys):
+    code, out, _ = run(capsys, "path", "dsnf:n=32", "--routing", "dsnf", "--src", "24",
+                       "--dst", "7", "--json")
+    p = json.loads(out)
+    assert code == 0 and p["switches"] == [24, 0, 1, 8, 7]
+    assert len(p["ports"]) == len(p["vcs"]) == 4
+
+
+def test_path_via_intermediate(capsys):
+    code, out, _ = run(capsys, "path", "slimfly:q=5", "--routing", "val", "--src", "0",
+                       "--dst", "49", "--via", "7", "--json")
+    p = json.loads(out)
+    assert 7 in p["switches"] and p["vcs"] == list(range(len(p["ports"])))
+    topo = build("slimfly:q=5")
+    for u, port, v in zip(p["switches"], p["ports"], p["switches"][1:]):
+        assert topo.adj[u, topo.port_index(u, port)] == v
+
+
+def test_tables_then_verify_roundtrip(capsys, tmp_path):
+    out = tmp_path / "sf-3h"
+    code, stdout, err = run(capsys, "tables", "slimfly:q=5", "--routing", "val-3h",
+                            "--out", str(out))
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert summary["num_vcs"] == 3
+    assert (out / "tables.npz").exists() and (out / "topology.json").exists()
+    code, stdout, err = run(capsys, "verify", str(out), "--json")
+    rep = json.loads(stdout)
+    assert code == 0 and rep["ok"] and rep["vcs_used"] == 3
+    assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_failing_tables_are_never_written(capsys, tmp_path):
+    out = tmp_path / "bad"
+    code, _, err = run(capsys, "tables", "dragonfly:p=2,a=4,h=2", "--routing", "val",
+                       "--vcs", "2", "--out", str(out))
+    assert code == 1
+    assert "cycle" in err and "nothing written" in err
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_verify_rejects_a_tampered_table_set(capsys, tmp_path):
+    out = tmp_path / "df"
+    assert run(capsys, "tables", "dragonfly:p=2,a=4,h=2", "--routing", "val", "--out",
+               str(out))[0] == 0
+    # rewrite the tables with VAL squeezed onto 2 VCs: verify must find the cycle
+    from tablegen.cli import load_table_set
+
+    ts = load_table_set(out)
+    bad = build_tables(ts.topo, "val", vcs=2)
+    bad.save_npz(out / "tables.npz")
+    code, _, err = run(capsys, "verify", str(out))
+    assert code == 1 and "cycle" in err
+
+
+def test_installed_entry_point_runs():
+    exe = Path(sys.executable).with_name("fabroute")
+    if not exe.exists():
+        pytest.skip("fabroute entry point not installed next to this interpreter")
+    r = subprocess.run([str(exe), "topology", "slimfly:q=5"], capture_output=True, text=True,
+                       env={**os.environ})
+    assert r.returncode == 0 and "50 switches, 200 hosts" in r.stdout
