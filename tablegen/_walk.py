@@ -222,3 +222,32 @@ def run_3h(ts, c, deps, vc_seen):
     walk_3h(ts.topo.adj, ts.tables[c.table0], ts.tables[c.table1], ts.vc_inc.astype(np.int64),
             ts.num_vcs, c.vc_base, len1, deps, hist, vc_seen)
     return {int(h): int(k) for h, k in enumerate(hist) if k}, None
+
+
+@njit(cache=True)
+def lengths(adj, table, out):
+    """``out[u, t]`` = hops from u to target switch t following ``table``; returns
+    ``(u, t)`` of an entry that loops or dead-ends, or ``(-1, -1)``.  O(N^2) amortised."""
+    n = table.shape[0]
+    m = table.shape[1]
+    stack = np.empty(n + 1, dtype=np.int64)
+    for t in range(m):
+        out[:, t] = -1
+        out[t, t] = 0
+        for u in range(n):
+            top = 0
+            x = u
+            while out[x, t] < 0:
+                if top > n:
+                    return u, t
+                stack[top] = x
+                top += 1
+                j = table[x, t]
+                if j < 0 or adj[x, j] < 0:
+                    return x, t
+                x = adj[x, j]
+            base = out[x, t]
+            for k in range(top - 1, -1, -1):
+                base += 1
+                out[stack[k], t] = base
+    return -1, -1

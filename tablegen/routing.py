@@ -117,23 +117,14 @@ def dragonfly_min(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def table_lengths(topo: Topology, table: np.ndarray) -> np.ndarray:
     """Hops from ``u`` to target ``t`` following ``table`` (targets are switches); raises
-    ``RuntimeError`` if some entry loops or dead-ends.  O(N^2 L) for longest path L."""
-    n = table.shape[0]
-    t = np.arange(table.shape[1])
-    length = np.full(table.shape, -1, dtype=np.int32)
-    length[t, t] = 0
-    nxt = np.where(table >= 0, topo.adj[np.arange(n)[:, None], np.maximum(table, 0)], -1)
-    for step in range(1, n + 1):
-        todo = length < 0
-        if not todo.any():
-            return length
-        cand = np.where(nxt >= 0, length[np.maximum(nxt, 0), t[None, :]], -1)
-        done = todo & (cand == step - 1)
-        if not done.any():
-            u, d = np.argwhere(todo)[0]
-            raise RuntimeError(f"table loops or dead-ends at switch {u} toward {d}")
-        length[done] = step
-    return length
+    ``RuntimeError`` if some entry loops or dead-ends.  O(N^2) (compiled)."""
+    from ._walk import lengths
+
+    out = np.empty(table.shape, dtype=np.int32)
+    u, t = lengths(topo.adj, table, out)
+    if u >= 0:
+        raise RuntimeError(f"table loops or dead-ends at switch {u} toward {t}")
+    return out
 
 
 def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
@@ -159,17 +150,17 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
     params: dict = {}
     exit_port = None
     if kind == "dragonfly":
-        tables["min"], tables["group"], alt = dragonfly_min(topo)
+        tables["min"], tables["group"], alt = _memo(topo, "min", dragonfly_min)
         vc_inc = (topo.link_kind == topo.kind_names.index("global")).astype(np.uint8)
         scheme = "global"
     elif kind == "torus":
         from .baselines import torus_dor_tables
 
-        tables["min"], vc_dor = torus_dor_tables(topo)
+        tables["min"], vc_dor = _memo(topo, "min", torus_dor_tables)
         alt = _single_bits(tables["min"], topo.radix)
         vc_inc, scheme = vc_dor.astype(np.uint8), "dateline"
     elif routing != "dsnf":
-        tables["min"], alt = graph_min(topo, distance_matrix(topo))
+        tables["min"], alt = _memo(topo, "min", lambda t: graph_min(t, distance_matrix(t)))
         vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
     if routing == "dsnf":
         from .dsnf import dsnf_tables
@@ -183,7 +174,7 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
         classes = [PathClass("dsnf", table1="dsnf_main", table0="dsnf_pre", target0="dst",
                              exit="port", max_hops=2 * (p + k_layers - 1))]
     else:
-        diam = int(table_lengths(topo, tables["min"]).max())
+        diam = int(_memo(topo, "min_lengths", lambda t: table_lengths(t, tables["min"])).max())
         min_cls = PathClass("min", table1="min", max_hops=diam)
         if routing == "min":
             classes = [min_cls]
@@ -212,6 +203,13 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
     return TableSet(topo=topo, routing=routing, classes=classes, tables=tables,
                     alternatives=alt, vc_inc=vc_inc, num_vcs=int(vcs), vc_scheme=scheme,
                     exit_port=exit_port, params=params)
+
+
+def _memo(topo: Topology, key: str, compute):
+    """Minimal tables are shared by every routing of a topology: compute them once."""
+    if key not in topo.memo:
+        topo.memo[key] = compute(topo)
+    return topo.memo[key]
 
 
 def _default_nonmin(kind: str) -> str:

@@ -56,6 +56,8 @@ class Topology:
     cabinet: np.ndarray
     group: np.ndarray
     _links: np.ndarray | None = field(default=None, repr=False)
+    #: derived data computed once per topology (e.g. the minimal tables every routing shares)
+    memo: dict = field(default_factory=dict, repr=False)
 
     # -- sizes ---------------------------------------------------------------------------------
     @property

@@ -162,3 +162,40 @@ def test_forcing_too_few_hop_vcs_is_caught(sf5):
 def test_path_class_is_serialisable():
     c = PathClass("val", table1="min", table0="min", target0="switch", inter="switch")
     assert PathClass(**c.__dict__) == c
+
+
+def test_dsnf_routing_needs_two_vcs_and_two_suffice_for_n32():
+    from tablegen.dsnf import build_dsnf
+
+    t = build_dsnf(32)
+    ts = build_tables(t, "dsnf")
+    rep = verify(ts)
+    assert rep.ok and rep.vcs_used == 2  # the dateline scheme
+    one = verify(build_tables(t, "dsnf", vcs=1))
+    assert not one.ok and one.cycle  # one VC has a cycle: 2 is the minimum
+    assert ts.walk(24, 7)["switches"] == [24, 0, 1, 8, 7]
+
+
+@pytest.mark.parametrize("n", [64, 100, 200, 512])
+def test_dsnf_routing_verifies_within_theorem_1(n):
+    from tablegen.dsnf import build_dsnf, p_for
+
+    t = build_dsnf(n)
+    rep = verify(build_tables(t, "dsnf"))
+    p = p_for(n)
+    k = -(-n // (p * 2**p))
+    assert rep.ok and rep.classes["dsnf"]["max_hops"] <= 2 * (p + k - 1)
+    assert rep.vcs_used <= 4
+
+
+def test_compiled_val_histogram_counts_every_triple(sf5):
+    rep = verify(build_tables(sf5, "val"))
+    n = sf5.n_switches
+    assert sum(rep.classes["val"]["hist"].values()) == n * (n - 1) * (n - 2)
+
+
+def test_torus_dor_uses_three_dateline_vcs():
+    from tablegen.baselines import build_torus
+
+    rep = verify(build_tables(build_torus(8, 8), "min"))
+    assert rep.ok and rep.vcs_used == 3 and rep.classes["min"]["max_hops"] == 8
