@@ -95,10 +95,12 @@ def build_and_verify(topo: Topology, args, console=None):
     return ts, rep
 
 
-def write_table_set(ts, rep, out: Path, formats) -> list[str]:
+def write_table_set(ts, rep, out: Path, formats) -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole: everything goes to a sibling
-    temporary directory first, which then replaces ``out``."""
-    from .export import export_all
+    temporary directory first, which then replaces ``out``.  A format that cannot express the
+    tables (e.g. InfiniBand for VCs that need SL-carried VLs) is skipped and its reason
+    returned; JSON and the NumPy tables are always written."""
+    from .export import ExportError, export_all
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -109,7 +111,13 @@ def write_table_set(ts, rep, out: Path, formats) -> list[str]:
     try:
         ts.save_npz(tmp / TABLES_NPZ)
         (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
-        written = export_all(ts, tmp, formats=formats)
+        written, skipped = export_all(ts, tmp, formats=("json",)), {}
+        for fmt in (f for f in formats if f != "json"):
+            try:
+                written.update(export_all(ts, tmp, formats=(fmt,)))
+            except ExportError as e:
+                shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
+                skipped[fmt] = str(e)
         if out.exists():
             out.rename(old)
         tmp.rename(out)
@@ -117,7 +125,8 @@ def write_table_set(ts, rep, out: Path, formats) -> list[str]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return sorted({f for files in written.values() for f in files} | {TABLES_NPZ, REPORT_FILE})
+    files = sorted({f for files in written.values() for f in files} | {TABLES_NPZ, REPORT_FILE})
+    return files, skipped
 
 
 def _print_failure(rep) -> None:
@@ -134,9 +143,11 @@ def cmd_tables(args) -> int:
         print(f"tables: {args.routing} on {topo.name()} failed verification; nothing written",
               file=sys.stderr)
         return 1
-    files = write_table_set(ts, rep, Path(args.out), tuple(args.formats.split(",")))
+    files, skipped = write_table_set(ts, rep, Path(args.out), tuple(args.formats.split(",")))
+    for fmt, why in skipped.items():
+        print(f"tables: {fmt} export skipped: {why}", file=sys.stderr)
     print(json.dumps({"out": str(args.out), "routing": ts.routing, "num_vcs": ts.num_vcs,
-                      "files": len(files), "classes": rep.classes}))
+                      "files": len(files), "skipped": skipped, "classes": rep.classes}))
     return 0
 
 
@@ -221,7 +232,9 @@ def cmd_demo(args) -> int:
             _print_failure(rep)
             status = 1
             continue
-        files = write_table_set(ts, rep, out / routing, ("json", "ib", "openflow"))
+        files, skipped = write_table_set(ts, rep, out / routing, ("json", "ib", "openflow"))
+        for fmt, why in skipped.items():
+            console.print(f"{routing}: {fmt} export skipped: {why}")
         table.add_row(routing, ",".join(rep.classes),
                       ",".join(str(c["max_hops"]) for c in rep.classes.values()),
                       str(ts.num_vcs), str(rep.cdg["dependencies"]), "yes", str(len(files)))

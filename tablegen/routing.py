@@ -238,8 +238,12 @@ def _vcs_needed(topo: Topology, scheme: str, classes: list[PathClass], vc_inc) -
     if scheme == "global":
         # one more VC per global hop: MIN has one global hop, group-level VAL two.
         return max(c.vc_base + (2 if c.name == "val-group" else 1) + 1 for c in classes)
-    # dateline: the verifier measures how many datelines a path crosses; start generous.
-    return max(c.max_hops for c in classes) + 1
+    # dateline: a path crosses each ring's dateline at most once.  Torus DOR: the X and the Y
+    # ring; DSN-F: the super-node ring, plus the local-ring wrap in pre-work and in finish,
+    # which carry datelines only for p >= 4 (docs/dsnf.md).
+    if topo.kind == "torus":
+        return 3
+    return 2 if topo.params["p"] <= 3 else 4
 
 
 def _single_bits(table: np.ndarray, radix: int) -> np.ndarray:

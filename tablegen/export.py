@@ -1,0 +1,918 @@
+"""Export a :class:`~tablegen.tables.TableSet` to the files other tools load.
+
+Formats (``docs/formats.md`` specifies every file, its schema and the address plans):
+
+* ``json`` — ``topology.json`` (:meth:`Topology.to_dict`) and ``tables.json`` (the table set,
+  arrays as base64; :func:`load_tables_json` reads it back exactly).  Written with
+  :func:`json.dump`, not a template.
+* ``ib`` — InfiniBand: ``ib/ibsim.net`` (ibsim fabric), ``ib/lfts.dump`` (LFTs for OpenSM's
+  ``file`` routing engine), ``ib/sl2vl.dump``, ``ib/path-sl.txt``, ``ib/guid2lid`` (OpenSM
+  LID cache) and ``ib/guids.json`` (our ids -> GUIDs, ports, LIDs).
+* ``openflow`` — OpenFlow 1.3 for Open vSwitch: ``openflow/s<id>.flows`` (and
+  ``s<id>.groups`` for routings with a source choice) per switch, ``openflow/manifest.json``.
+
+Every text format is a Jinja2 template of the ``fabroute_templates`` package.  The two bulk
+formats (LFTs, SL2VL) render each distinct line once through a template macro and assemble
+the per-switch bodies with NumPy: an LFT has one line per (switch, LID), 38M lines for a
+2064-router Dragonfly, far beyond what a template loop renders in seconds.
+
+Every file is written to ``<name>.tmp-<pid>`` and renamed over ``<name>`` (``os.replace``), so
+a reader never sees a half-written file; all checks that can reject a table set run before the
+first file of an :func:`export_all` call is written.
+
+Address plans (fixed, documented in ``docs/formats.md``):
+
+* GUIDs: switch ``s`` -> ``SWITCH_GUID_BASE + s`` (node = port GUID, as on a switch);
+  host ``h`` -> node GUID ``HCA_GUID_BASE + h * HCA_GUID_STRIDE``, port-1 GUID node + 1
+  (ibsim numbers HCA port GUIDs node + port).  ``0x02`` in the top byte marks locally
+  administered EUI-64s.
+* LIDs: switch ``s`` -> ``s + 1``; host ``h`` -> ``first + h * 2**lmc`` with ``first`` the
+  smallest multiple of ``2**lmc`` above the switch LIDs.
+* MACs: ``02:GG:GG:LL:LL:EE`` — group ``G`` of the destination switch (``Topology.group``),
+  its rank ``L`` inside the group, host index ``E`` on that switch; one masked match per
+  destination group (``ff:ff:ff:00:00:00``) or switch (``ff:ff:ff:ff:ff:00``).
+* VLAN: VID 0 = phase 1; VID ``1 + t`` = phase 0 toward target ``t`` (a switch, or a
+  Dragonfly group); VID 1 = DSN-F pre-work.  PCP = the VC of the packet's next hop.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import numpy as np
+
+from .tables import PathClass, TableSet
+from .topology import Topology
+
+__all__ = [
+    "ExportError", "FORMATS", "HCA_GUID_BASE", "HCA_GUID_STRIDE", "LidPlan", "SWITCH_GUID_BASE",
+    "export_all", "export_ib", "export_json", "export_openflow", "host_macs", "host_node_guid",
+    "host_port_guid", "lid_plan", "lft_class", "load_tables_json", "path_sl_rows", "switch_guid",
+    "vl_map",
+]
+
+FORMATS = ("json", "ib", "openflow")
+
+SWITCH_GUID_BASE = 0x02FAB00100000000
+HCA_GUID_BASE = 0x02FAB00200000000
+HCA_GUID_STRIDE = 0x10
+MAX_UNICAST_LID = 0xBFFF          # 0xC000 and above are multicast LIDs
+MAX_IB_PORT = 254                 # port numbers are 8 bit; 255 is reserved
+MAX_DATA_VL = 14                  # VL15 carries subnet management only
+MAX_PCP_VCS = 8                   # 3-bit PCP
+MAX_VID = 4094                    # 4095 is reserved
+LFT_COMMENT_LINES = 10_000_000    # LFT lines (switches x LIDs) up to which entries keep their
+                                  # "# <type> portguid ...: '<name>'" tail (~75 instead of 11 B)
+
+# OpenFlow tables; goto_table must move forward, so the phase exit (which rewrites the VID the
+# forwarding lookup matches on) needs a table of its own before forwarding.
+T_INGRESS, T_ARRIVE, T_FWD, T_EGRESS = 0, 1, 2, 3
+GROUP_MASK = "ff:ff:ff:00:00:00"
+SWITCH_MASK = "ff:ff:ff:ff:ff:00"
+
+
+class ExportError(ValueError):
+    """The table set cannot be expressed in a format; the message is one line."""
+
+
+# ---------------------------------------------------------------------------------------------
+# templates and atomic files
+# ---------------------------------------------------------------------------------------------
+_ENV: jinja2.Environment | None = None
+
+
+def _env() -> jinja2.Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = jinja2.Environment(
+            loader=jinja2.PackageLoader("fabroute_templates", ""), autoescape=False,
+            trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+            undefined=jinja2.StrictUndefined)
+    return _ENV
+
+
+def _macros(name: str):
+    return _env().get_template(name).module
+
+
+Chunks = Iterable[bytes | str]
+_Job = tuple[str, Callable[[], Chunks]]     # (path relative to outdir, producer of the content)
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f"{path.name}.tmp-{os.getpid()}")
+
+
+def _atomic_write(path: Path, chunks: Chunks | bytes | str) -> str:
+    """Write ``chunks`` to ``path`` via ``<name>.tmp-<pid>`` + ``os.replace``; on any error the
+    temporary file is removed and ``path`` is left as it was."""
+    path = Path(path)
+    tmp = _tmp_name(path)
+    if isinstance(chunks, (bytes, str)):
+        chunks = (chunks,)
+    try:
+        with open(tmp, "wb") as f:
+            for c in chunks:
+                f.write(c.encode() if isinstance(c, str) else c)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return str(path)
+
+
+def _run_jobs(outdir, jobs: list[_Job]) -> list[str]:
+    out = Path(outdir)
+    written = []
+    made: set[Path] = set()
+    for rel, produce in jobs:
+        p = out / rel
+        if p.parent not in made:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            made.add(p.parent)
+        written.append(_atomic_write(p, produce()))
+    return written
+
+
+def _rendered(tmpl: jinja2.Template, **kw) -> Chunks:
+    # render() joins in one go; generate() would hand f.write thousands of tiny strings
+    return (tmpl.render(**kw),)
+
+
+def _json_chunks(obj) -> Chunks:
+    # no indent: only the compact form goes through json's C encoder (10x faster)
+    return (json.dumps(obj, separators=(",", ":")), "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# address plans
+# ---------------------------------------------------------------------------------------------
+def switch_guid(s):
+    """Node (= port) GUID of switch ``s`` (int or array)."""
+    return np.uint64(SWITCH_GUID_BASE) + np.asarray(s, dtype=np.uint64)
+
+
+def host_node_guid(h):
+    return np.uint64(HCA_GUID_BASE) + np.asarray(h, dtype=np.uint64) * np.uint64(HCA_GUID_STRIDE)
+
+
+def host_port_guid(h):
+    """GUID of the (only) port 1 of host ``h``'s HCA."""
+    return host_node_guid(h) + np.uint64(1)
+
+
+def _hex16(values) -> list[str]:
+    return [f"{v:016x}" for v in np.asarray(values, dtype=np.uint64).tolist()]
+
+
+@dataclass(frozen=True)
+class LidPlan:
+    """LIDs of every switch and host; host ``h`` owns ``host_lid[h] .. + 2**lmc - 1``."""
+
+    lmc: int
+    switch_lid: np.ndarray
+    host_lid: np.ndarray
+    top: int
+
+
+def lid_plan(topo: Topology, lmc: int = 0) -> LidPlan:
+    """Switches get LIDs ``1..N``; host base LIDs follow, aligned to ``2**lmc`` (an LMC port
+    answers to ``base | offset``, so the base must have ``lmc`` zero low bits)."""
+    if not 0 <= lmc <= 7:
+        raise ExportError(f"lmc={lmc}; expected 0..7")
+    n, h = topo.n_switches, topo.n_hosts
+    step = 1 << lmc
+    first = -(-(n + 1) // step) * step
+    host = first + np.arange(h, dtype=np.int64) * step
+    top = int(host[-1]) + step - 1 if h else n
+    if top > MAX_UNICAST_LID:
+        raise ExportError(f"{topo.name()}: the LID plan needs LIDs up to {top}, beyond the "
+                          f"unicast limit {MAX_UNICAST_LID}; lower the LMC ({lmc})")
+    return LidPlan(lmc, np.arange(1, n + 1, dtype=np.int64), host, top)
+
+
+def _group_rank(topo: Topology) -> np.ndarray:
+    """Rank of every switch inside its group (by id)."""
+    grp = topo.group.astype(np.int64)
+    order = np.lexsort((np.arange(topo.n_switches), grp))
+    start = np.searchsorted(grp[order], grp[order], side="left")
+    rank = np.empty(topo.n_switches, dtype=np.int64)
+    rank[order] = np.arange(topo.n_switches) - start
+    return rank
+
+
+def _check_mac_plan(topo: Topology) -> None:
+    if topo.n_groups > 0xFFFF or _group_rank(topo).max(initial=0) > 0xFFFF:
+        raise ExportError(f"{topo.name()}: {topo.n_groups} groups or a group of more than "
+                          "65536 switches do not fit the 02:GG:GG:LL:LL:EE MAC plan")
+    if topo.hosts.max(initial=0) > 256:
+        raise ExportError(f"{topo.name()}: {int(topo.hosts.max())} hosts on a switch; the MAC "
+                          "plan has one byte for the host index")
+
+
+def _switch_mac(topo: Topology) -> np.ndarray:
+    """MAC of host index 0 of every switch, i.e. the switch prefix (uint64)."""
+    g = topo.group.astype(np.uint64)
+    return (np.uint64(0x02) << np.uint64(40)) | (g << np.uint64(24)) | (
+        _group_rank(topo).astype(np.uint64) << np.uint64(8))
+
+
+def host_macs(topo: Topology) -> np.ndarray:
+    """``uint64[H]`` MAC address of every host (``02:GG:GG:LL:LL:EE``)."""
+    _check_mac_plan(topo)
+    ht = topo.host_table()
+    return _switch_mac(topo)[ht[:, 1]] | (ht[:, 2] - 1).astype(np.uint64)
+
+
+def _mac_str(values) -> list[str]:
+    out = []
+    for v in np.asarray(values, dtype=np.uint64).tolist():
+        s = f"{v:012x}"
+        out.append(f"{s[0:2]}:{s[2:4]}:{s[4:6]}:{s[6:8]}:{s[8:10]}:{s[10:12]}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------------
+def _encode(a: np.ndarray) -> dict:
+    a = np.ascontiguousarray(a)
+    le = a.astype(a.dtype.newbyteorder("<"), copy=False)
+    return {"encoding": f"{a.dtype.name}-le-base64", "dtype": a.dtype.name,
+            "shape": list(a.shape), "data": base64.b64encode(le.tobytes()).decode("ascii")}
+
+
+def _decode(d: dict) -> np.ndarray:
+    dt = np.dtype(d["dtype"]).newbyteorder("<")
+    raw = base64.b64decode(d["data"])
+    return np.frombuffer(raw, dtype=dt).astype(dt.newbyteorder("="), copy=True).reshape(d["shape"])
+
+
+def _tables_doc(ts: TableSet) -> dict:
+    doc = {"format": "fabroute-tables", "version": 1, **ts.meta()}
+    doc["tables"] = {k: _encode(v) for k, v in ts.tables.items()}
+    doc["alternatives"] = _encode(ts.alternatives)
+    doc["vc_inc"] = _encode(ts.vc_inc)
+    doc["exit_port"] = None if ts.exit_port is None else _encode(ts.exit_port)
+    return doc
+
+
+def _plan_json(ts: TableSet) -> list[_Job]:
+    return [("topology.json", lambda: _json_chunks(ts.topo.to_dict())),
+            ("tables.json", lambda: _json_chunks(_tables_doc(ts)))]
+
+
+def export_json(ts: TableSet, outdir) -> list[str]:
+    """Write ``topology.json`` and ``tables.json`` into ``outdir``."""
+    return _run_jobs(outdir, _plan_json(ts))
+
+
+def load_tables_json(path, topo: Topology) -> TableSet:
+    """Read a ``tables.json`` written by :func:`export_json` for ``topo``; the arrays come back
+    with their dtypes and shapes, so the result equals the exported table set."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    if doc.get("format") != "fabroute-tables":
+        raise ExportError(f"{path}: not a fabroute tables.json (format {doc.get('format')!r})")
+    if doc["topology"] != topo.name():
+        raise ExportError(f"{path}: tables of {doc['topology']}, not of {topo.name()}")
+    tables = {k: _decode(v) for k, v in doc["tables"].items()}
+    for k, v in tables.items():
+        if v.shape[0] != topo.n_switches:
+            raise ExportError(f"{path}: table {k} has {v.shape[0]} rows for "
+                              f"{topo.n_switches} switches")
+    return TableSet(
+        topo=topo, routing=doc["routing"], classes=[PathClass(**c) for c in doc["classes"]],
+        tables=tables, alternatives=_decode(doc["alternatives"]), vc_inc=_decode(doc["vc_inc"]),
+        num_vcs=int(doc["num_vcs"]), vc_scheme=doc["vc_scheme"],
+        exit_port=None if doc["exit_port"] is None else _decode(doc["exit_port"]),
+        params=doc["params"])
+
+
+# ---------------------------------------------------------------------------------------------
+# InfiniBand
+# ---------------------------------------------------------------------------------------------
+def lft_class(ts: TableSet) -> PathClass:
+    """The class whose phase-1 table becomes the destination-based LFT: MIN when the routing
+    has it (UGAL-L), else its only class (a Valiant variant's phase 1 is the MIN table; DSN-F's
+    is MAIN/FINISH)."""
+    names = [c.name for c in ts.classes]
+    return ts.cls("min") if "min" in names else ts.classes[-1]
+
+
+def vl_map(ts: TableSet) -> np.ndarray:
+    """VL of every ``(switch, in slot, out slot)`` for the packets the LFTs route.
+
+    Slot 0 is "a host port", slot ``1 + j`` network port index ``j``.  Walks the LFT class's
+    phase-1 table for every (source, destination) switch pair at once; a hop's VL is its VC.
+    Raises :class:`ExportError` when one (in, out) pair toward a network port carries two VCs
+    (InfiniBand picks the VL from (in port, out port, SL) only).  On host-bound out ports the
+    largest VC is used: an HCA consumes whatever arrives, so that VL is not part of any
+    dependency cycle.  Pairs no path uses carry no routed traffic; they get the VL their in
+    port mostly uses toward the network (else toward hosts, else the class's first VC) so
+    that the tables read regularly (Slim Fly MIN: host in -> VL0, switch in -> VL1).
+
+    Complexity: O(N^2 L) vectorised for path length L; memory O(N R^2 V) plus a 2^18-pair
+    working set.
+    """
+    topo = ts.topo
+    n, r = topo.adj.shape
+    cls = lft_class(ts)
+    table = ts.tables[cls.table1]
+    V = ts.num_vcs
+    base = cls.vc_base
+    use = np.zeros((n, r + 1, r + 1, V), dtype=bool)
+    use[:, 0, 0, base] = True            # host to host on one switch never enters the fabric
+    flat_use = use.reshape(-1)
+    adj = topo.adj.astype(np.int64).ravel()
+    peer1 = topo.peer.astype(np.int64).ravel() + 1
+    inc = ts.vc_inc.astype(np.int64).ravel()
+    tab = table.astype(np.int64).ravel()
+    # destinations in chunks keep the working arrays cache-sized (2-3x faster at N = 2064)
+    step = max(1, (1 << 18) // max(n, 1))
+    for lo in range(0, n, step):
+        dd = np.arange(lo, min(n, lo + step))
+        u = np.repeat(np.arange(n), len(dd))
+        d = np.tile(dd, n)
+        keep = u != d
+        u, d = u[keep], d[keep]
+        ins = np.zeros(len(u), dtype=np.int64)
+        vc = np.full(len(u), base, dtype=np.int64)
+        for _ in range(n + 1):
+            if not len(u):
+                break
+            j = tab[u * n + d]
+            if (j < 0).any():
+                k = int(np.flatnonzero(j < 0)[0])
+                raise ExportError(f"{ts.routing} on {topo.name()}: table {cls.table1} has no "
+                                  f"entry at switch {int(u[k])} toward {int(d[k])}")
+            flat_use[((u * (r + 1) + ins) * (r + 1) + j + 1) * V + vc] = True
+            uj = u * r + j
+            u = adj[uj]
+            ins = peer1[uj]
+            vc = np.minimum(vc + inc[uj], V - 1)
+            done = u == d
+            flat_use[((u[done] * (r + 1) + ins[done]) * (r + 1)) * V + vc[done]] = True
+            more = np.flatnonzero(~done)
+            u, d, ins, vc = u[more], d[more], ins[more], vc[more]
+        else:
+            raise ExportError(f"{ts.routing} on {topo.name()}: table {cls.table1} loops")
+    cnt = use.sum(axis=-1)
+    bad = np.argwhere(cnt[:, :, 1:] > 1)
+    if len(bad):
+        s, i, o = (int(x) for x in bad[0])
+        p_in = 1 if i == 0 else topo.port_number(s, i - 1)
+        vcs = np.flatnonzero(use[s, i, o + 1]).tolist()
+        raise ExportError(
+            f"{ts.routing} on {topo.name()}: switch {s} in port {p_in}"
+            f"{' (a host port)' if i == 0 else ''} -> out port {topo.port_number(s, o)} "
+            f"carries VCs {vcs}; this routing needs SL-carried VLs (not exported yet)")
+    used = cnt > 0
+    vmax = V - 1 - np.argmax(use[..., ::-1], axis=-1)
+    vl = np.where(used, vmax, -1)
+    # unused pairs: the VL the in port mostly uses toward the network, else toward hosts
+    net = np.stack([(vl[:, :, 1:] == v).sum(axis=-1) for v in range(V)], axis=-1)
+    alls = np.stack([(vl == v).sum(axis=-1) for v in range(V)], axis=-1)
+    top_net = V - 1 - np.argmax(net[..., ::-1], axis=-1)
+    top_all = V - 1 - np.argmax(alls[..., ::-1], axis=-1)
+    fill = np.where(net.sum(axis=-1) > 0, top_net, np.where(alls.sum(axis=-1) > 0, top_all, base))
+    vl = np.where(used, vl, fill[..., None])
+    if vl.max() > MAX_DATA_VL:
+        raise ExportError(f"{ts.routing} on {topo.name()}: needs VL {int(vl.max())}; "
+                          f"InfiniBand has data VLs 0..{MAX_DATA_VL}")
+    return vl
+
+
+def _ib_names(topo: Topology):
+    n, h = topo.n_switches, topo.n_hosts
+    sw_hex = _hex16(switch_guid(np.arange(n)))
+    hn_hex = _hex16(host_node_guid(np.arange(h)))
+    hp_hex = _hex16(host_port_guid(np.arange(h)))
+    return sw_hex, [f"S-{g}" for g in sw_hex], hn_hex, hp_hex, [f"H-{g}" for g in hn_hex]
+
+
+def _plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None) -> list[_Job]:
+    topo = ts.topo
+    n, r = topo.adj.shape
+    nports = topo.hosts.astype(np.int64) + r
+    if nports.max(initial=0) > MAX_IB_PORT:
+        raise ExportError(f"{topo.name()}: a switch has {int(nports.max())} ports; InfiniBand "
+                          f"numbers at most {MAX_IB_PORT}")
+    plan = lid_plan(topo, lmc)
+    cls = lft_class(ts)
+    vl = vl_map(ts)
+    missing = [f"class {c.name}: phase 0 ({c.table0}, exit {c.exit}) needs LMC path layers"
+               for c in ts.classes if c.table0 is not None]
+    names = _ib_names(topo)
+    if lft_comments is None:
+        lft_comments = n * (n + topo.n_hosts * (1 << lmc)) <= LFT_COMMENT_LINES
+    meta = dict(routing=ts.routing, topology=topo.name(), lft_class=cls.name)
+    return [
+        ("ib/ibsim.net", lambda: _ibsim_chunks(ts, plan, names)),
+        ("ib/guids.json", lambda: _json_chunks(_guids_doc(ts, plan, names, cls, missing))),
+        ("ib/guid2lid", lambda: _guid2lid_chunks(topo, plan, names)),
+        ("ib/lfts.dump", lambda: _lft_chunks(ts, plan, names, cls, missing, lft_comments)),
+        ("ib/sl2vl.dump", lambda: _sl2vl_chunks(ts, plan, names, vl, cls, meta)),
+        ("ib/path-sl.txt", lambda: _path_sl_chunks(ts, plan, names)),
+    ]
+
+
+def export_ib(ts: TableSet, outdir, *, lmc: int = 0,
+              lft_comments: bool | None = None) -> list[str]:
+    """Write the InfiniBand files into ``outdir/ib``.
+
+    ``lft_comments=False`` drops the ``# <type> portguid 0x…: '<name>'`` tail of every LFT
+    line (about 6x smaller files); OpenSM then cannot remap LIDs it assigned differently, so
+    load ``ib/guid2lid`` with ``honor_guid2lid_file TRUE``.  ``None`` (default) keeps the tail
+    up to :data:`LFT_COMMENT_LINES` LFT lines (switches x LIDs) and drops it beyond: a
+    2064-router Dragonfly would otherwise write 2.8 GB.
+    """
+    return _run_jobs(outdir, _plan_ib(ts, lmc, lft_comments))
+
+
+def _ibsim_limits(topo: Topology, plan: LidPlan) -> dict:
+    n, r = topo.adj.shape
+    ports = int((topo.hosts.astype(np.int64) + r + 1).sum()) + topo.n_hosts
+    return {"N": n + topo.n_hosts, "S": n, "P": ports, "L": -(-(plan.top + 1) // 64) * 64}
+
+
+def _ibsim_chunks(ts: TableSet, plan: LidPlan, names) -> Chunks:
+    topo = ts.topo
+    n, r = topo.adj.shape
+    sw_hex, sw_name, hn_hex, _, h_name = names
+    ht = topo.host_table()
+    hcas = [(hn_hex[h], h_name[h], sw_name[s], p, int(plan.host_lid[h]),
+             int(plan.switch_lid[s])) for h, s, p in ht.tolist()]
+    off = topo.host_offset
+    switches = []
+    for s in range(n):
+        hs = int(topo.hosts[s])
+        ports = [(e + 1, h_name[int(off[s]) + e], 1, int(plan.host_lid[int(off[s]) + e]))
+                 for e in range(hs)]
+        for j in np.flatnonzero(topo.adj[s] >= 0).tolist():
+            t = int(topo.adj[s, j])
+            ports.append((hs + 1 + j, sw_name[t], int(topo.hosts[t]) + 1 + int(topo.peer[s, j]),
+                          int(plan.switch_lid[t])))
+        switches.append((sw_hex[s], sw_name[s], hs + r, int(plan.switch_lid[s]), ports))
+    return _rendered(
+        _env().get_template("ibsim.net.j2"), routing=ts.routing, topology=topo.name(),
+        n_switches=n, n_hosts=topo.n_hosts, n_links=len(topo.links), lmc=plan.lmc,
+        switch_base=f"0x{SWITCH_GUID_BASE:016x}", hca_base=f"0x{HCA_GUID_BASE:016x}",
+        hca_stride=f"0x{HCA_GUID_STRIDE:x}", limits=_ibsim_limits(topo, plan), hcas=hcas,
+        switches=switches)
+
+
+def _guids_doc(ts: TableSet, plan: LidPlan, names, cls: PathClass, missing) -> dict:
+    topo = ts.topo
+    n, r = topo.adj.shape
+    sw_hex, sw_name, hn_hex, hp_hex, h_name = names
+    off = topo.host_offset
+    switches = []
+    for s in range(n):
+        hs = int(topo.hosts[s])
+        ports = [{"port": e + 1, "ib_port": e + 1, "host": int(off[s]) + e,
+                  "peer": h_name[int(off[s]) + e], "peer_guid": "0x" + hp_hex[int(off[s]) + e],
+                  "peer_port": 1} for e in range(hs)]
+        for j in np.flatnonzero(topo.adj[s] >= 0).tolist():
+            t = int(topo.adj[s, j])
+            pp = int(topo.hosts[t]) + 1 + int(topo.peer[s, j])
+            ports.append({"port": hs + 1 + j, "ib_port": hs + 1 + j, "switch": t,
+                          "peer": sw_name[t], "peer_guid": "0x" + sw_hex[t], "peer_port": pp})
+        switches.append({"id": s, "name": sw_name[s], "guid": "0x" + sw_hex[s],
+                         "lid": int(plan.switch_lid[s]), "num_ports": hs + r, "ports": ports})
+    step = 1 << plan.lmc
+    hosts = [{"id": h, "name": h_name[h], "node_guid": "0x" + hn_hex[h],
+              "port_guid": "0x" + hp_hex[h], "lid": int(plan.host_lid[h]),
+              "lids": [int(plan.host_lid[h]), int(plan.host_lid[h]) + step - 1],
+              "switch": s, "switch_port": p}
+             for h, s, p in topo.host_table().tolist()]
+    return {
+        "format": "fabroute-ib-guids", "version": 1, "routing": ts.routing,
+        "topology": topo.name(), "lmc": plan.lmc, "top_lid": plan.top,
+        "guid_plan": {"switch_base": f"0x{SWITCH_GUID_BASE:016x}",
+                      "hca_base": f"0x{HCA_GUID_BASE:016x}", "hca_stride": HCA_GUID_STRIDE,
+                      "hca_port_guid": "node_guid + 1"},
+        "lft_class": cls.name, "not_in_lfts": missing, "ibsim_limits": _ibsim_limits(topo, plan),
+        "switches": switches, "hosts": hosts,
+    }
+
+
+def _guid2lid_chunks(topo: Topology, plan: LidPlan, names) -> Chunks:
+    sw_hex, _, _, hp_hex, _ = names
+    step = 1 << plan.lmc
+    rows = [(g, int(lid), int(lid)) for g, lid in zip(sw_hex, plan.switch_lid.tolist())]
+    rows += [(g, int(lid), int(lid) + step - 1) for g, lid in zip(hp_hex, plan.host_lid.tolist())]
+    return _rendered(_env().get_template("guid2lid.j2"), rows=rows)
+
+
+def _lft_ports(ts: TableSet, plan: LidPlan):
+    """Per assigned LID (ascending): the LID, its switch, the port at that switch (0 for the
+    switch itself), whether it is a host's, and the switch or host id."""
+    topo = ts.topo
+    n = topo.n_switches
+    step = 1 << plan.lmc
+    ht = topo.host_table()
+    lids = np.concatenate([plan.switch_lid, (plan.host_lid[:, None] + np.arange(step)).ravel()])
+    dst = np.concatenate([np.arange(n), np.repeat(ht[:, 1], step)])
+    local = np.concatenate([np.zeros(n, dtype=np.int64), np.repeat(ht[:, 2], step)])
+    is_host = np.concatenate([np.zeros(n, dtype=bool), np.ones(len(ht) * step, dtype=bool)])
+    who = np.concatenate([np.arange(n), np.repeat(ht[:, 0], step)])
+    return lids, dst, local, is_host, who
+
+
+def _lft_chunks(ts: TableSet, plan: LidPlan, names, cls: PathClass, missing,
+                comments: bool) -> Chunks:
+    topo = ts.topo
+    n = topo.n_switches
+    sw_hex, sw_name, _, hp_hex, h_name = names
+    m = _macros("lfts.dump.j2")
+    lids, dst, local, is_host, who = _lft_ports(ts, plan)
+    # One rendered line per LID with a "PPP" placeholder; every switch shares the text.
+    lines, offs, pos = [], np.empty(len(lids), dtype=np.int64), 0
+    for k, (lid, host, w) in enumerate(zip(lids.tolist(), is_host.tolist(), who.tolist())):
+        if host:
+            line = str(m.entry(lid, "PPP", "Channel Adapter", hp_hex[w], h_name[w], comments))
+        else:
+            line = str(m.entry(lid, "PPP", "Switch", sw_hex[w], sw_name[w], comments))
+        offs[k] = pos + line.index("PPP")
+        pos += len(line)
+        lines.append(line)
+    base = np.frombuffer("".join(lines).encode("ascii"), dtype=np.uint8)
+    table = ts.tables[cls.table1]
+    footer = str(m.footer(plan.top)).encode()
+    yield str(m.preamble(ts.routing, topo.name(), cls.name, missing, plan.lmc, comments))
+    # the three digit bytes of every line, and their ASCII text for ports 0..999
+    at = (offs[:, None] + np.arange(3)).ravel()
+    digits = np.array([list(f"{p:03d}".encode()) for p in range(1000)], dtype=np.uint8)
+    for u in range(n):
+        port = table[u, dst].astype(np.intp) + (int(topo.hosts[u]) + 1)
+        here = dst == u
+        port[here] = local[here]
+        body = base.copy()
+        body[at] = digits[port].ravel()
+        yield str(m.header(plan.top, int(plan.switch_lid[u]), sw_hex[u], sw_name[u])).encode()
+        yield memoryview(body)
+        yield footer
+
+
+def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, vl: np.ndarray, cls: PathClass,
+                  meta: dict) -> Chunks:
+    topo = ts.topo
+    n, r = topo.adj.shape
+    sw_hex, sw_name, _, hp_hex, h_name = names
+    m = _macros("sl2vl.dump.j2")
+    V = int(vl.max()) + 1
+    P = int((topo.hosts.astype(np.int64) + r).max(initial=0))
+    # every distinct row text once: index ((in * (P + 1) + out) * V + vl)
+    rowtab = np.array([str(m.row(i, o, [v] * 16)) for i in range(P + 1) for o in range(P + 1)
+                       for v in range(V)], dtype=object)
+    yield str(m.preamble(meta["routing"], meta["topology"], meta["lft_class"]))
+    foot = str(m.node_footer())
+    base = cls.vc_base
+    for s in range(n):
+        hs = int(topo.hosts[s])
+        np_ = hs + r
+        # slot of every port number 0..np_: port 0 (management) -> -1, host -> 0, net j -> 1+j
+        slot = np.concatenate([[-1], np.zeros(hs, dtype=np.int64), 1 + np.arange(r)])
+        outs = np.concatenate([np.arange(1, hs + 1), hs + 1 + np.flatnonzero(topo.adj[s] >= 0)])
+        ins = np.arange(np_ + 1)
+        si, so = slot[ins], slot[outs]
+        v = vl[s][np.maximum(si, 0)[:, None], so[None, :]]
+        v[si < 0, :] = base
+        idx = ((ins[:, None] * (P + 1) + outs[None, :]) * V + v).T.ravel()
+        yield str(m.node_header("Switch", sw_hex[s], int(plan.switch_lid[s]), sw_name[s]))
+        yield "".join(rowtab[idx].tolist())
+        yield foot
+    ca_row = str(m.row(0, 0, [base] * 16)) + foot
+    for h in range(topo.n_hosts):
+        yield str(m.node_header("Channel Adapter", hp_hex[h], int(plan.host_lid[h]), h_name[h]))
+        yield ca_row
+
+
+def path_sl_rows(sl: np.ndarray, port_guids: list[str]) -> list[tuple[str, str, str, int]]:
+    """Compact ``sl[src host, dst host, LMC offset]`` into first-match-wins rows
+    ``(src, dst, offset, sl)`` with ``*`` wildcards: per-path exceptions (``offset`` ``*``
+    when all offsets agree) first, then one ``* dst * sl`` row per destination whose paths
+    all agree but differ from the most common SL, then ``* * * <most common SL>``."""
+    sl = np.asarray(sl)
+    if sl.size == 0:
+        return [("*", "*", "*", 0)]
+    default = int(np.bincount(sl.ravel()).argmax())
+    rows: list[tuple[str, str, str, int]] = []
+    by_dst = []
+    for d in range(sl.shape[1]):
+        col = sl[:, d, :]
+        first = int(col.flat[0])
+        if (col == first).all():
+            if first != default:
+                by_dst.append(("*", port_guids[d], "*", first))
+            continue
+        major = int(np.bincount(col.ravel()).argmax())
+        if major != default:
+            by_dst.append(("*", port_guids[d], "*", major))
+        for src in np.flatnonzero((col != major).any(axis=1)).tolist():
+            offs = col[src]
+            if (offs == offs[0]).all():
+                rows.append((port_guids[src], port_guids[d], "*", int(offs[0])))
+            else:
+                rows += [(port_guids[src], port_guids[d], str(k), int(v))
+                         for k, v in enumerate(offs.tolist()) if v != major]
+    return rows + by_dst + [("*", "*", "*", default)]
+
+
+def _path_sl_chunks(ts: TableSet, plan: LidPlan, names) -> Chunks:
+    # vl_map() succeeded, so VLs follow from (in port, out port) alone and SL 0 serves every
+    # path: the compact form of an all-zero SL array (never materialised: H^2 entries).
+    rows = [("*", "*", "*", 0)]
+    return _rendered(_env().get_template("path-sl.txt.j2"), routing=ts.routing,
+                     topology=ts.topo.name(), lmc=plan.lmc, rows=rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenFlow
+# ---------------------------------------------------------------------------------------------
+def _effective_vcs(ts: TableSet) -> int:
+    """VCs the PCP must carry: ``ts.num_vcs`` (``fabroute tables`` tightens it to what the
+    verified paths use)."""
+    if ts.num_vcs > MAX_PCP_VCS:
+        raise ExportError(f"{ts.routing} on {ts.topo.name()}: {ts.num_vcs} VCs; the VLAN PCP "
+                          f"carries at most {MAX_PCP_VCS}")
+    return max(ts.num_vcs, 1)
+
+
+def _aggregate(table: np.ndarray, grp: np.ndarray, n_groups: int):
+    """Per (switch u, group G not containing u): the majority port toward G's switches and
+    whether a group entry pays off (>= 2 switches agree); plus the (u, d) pairs that need a
+    switch entry.  u's own group always gets switch entries: a group entry there could bounce
+    a packet for an unknown switch of the group between members forever."""
+    n = table.shape[0]
+    R = int(table.max(initial=0)) + 1
+    valid = table >= 0
+    if np.bincount(grp, minlength=n_groups).max(initial=0) < 2:
+        # singleton groups (torus, DSN): nothing to aggregate
+        return (np.zeros((n, n_groups), dtype=bool), np.zeros((n, n_groups), dtype=np.int64),
+                valid.copy())
+    key = (np.arange(n)[:, None] * n_groups + grp[None, :]) * R + np.where(valid, table, 0)
+    if n * n_groups * R <= 1 << 26:
+        counts = np.bincount(key[valid], minlength=n * n_groups * R).reshape(n, n_groups, R)
+        maj = counts.argmax(axis=2)
+        best = counts.max(axis=2)
+    else:
+        # sparse: sort (u, G, port) keys; per (u, G) the first of the largest runs wins
+        k, c = np.unique(key[valid], return_counts=True)
+        ug, port = k // R, k % R
+        order = np.lexsort((port, -c, ug))
+        ug, port, c = ug[order], port[order], c[order]
+        head = np.r_[True, ug[1:] != ug[:-1]]
+        maj = np.zeros(n * n_groups, dtype=np.int64)
+        best = np.zeros(n * n_groups, dtype=np.int64)
+        maj[ug[head]], best[ug[head]] = port[head], c[head]
+        maj, best = maj.reshape(n, n_groups), best.reshape(n, n_groups)
+    use = best >= 2
+    use[np.arange(n), grp] = False
+    covered = use[np.arange(n)[:, None], grp[None, :]] & (
+        table == maj[np.arange(n)[:, None], grp[None, :]])
+    exc = valid & ~covered
+    return use, maj, exc
+
+
+def _on_path_triples(ts: TableSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(u, I, D)`` with u on the phase-1 table path I -> D, u != I (VAL_nta's loop cut),
+    sorted by u."""
+    topo = ts.topo
+    n = topo.n_switches
+    t = ts.tables[ts.classes[-1].table1]
+    I, D = np.nonzero(~np.eye(n, dtype=bool))
+    x = I.copy()
+    us, ii, dd = [], [], []
+    for _ in range(n + 1):
+        if not len(x):
+            break
+        x = topo.adj[x, t[x, D]]
+        us.append(x), ii.append(I), dd.append(D)
+        more = x != D
+        x, I, D = x[more], I[more], D[more]
+    u, i, d = (np.concatenate(a) for a in (us, ii, dd))
+    order = np.argsort(u, kind="stable")
+    return u[order], i[order], d[order]
+
+
+@dataclass
+class _OfContext:
+    ts: TableSet
+    V: int
+    ingress: dict
+    choice: PathClass | None
+    deliver_vids: list
+    host_mac: list
+    sw_prefix: list
+    grp_prefix: list
+    phase_tables: list          # (vid, use, maj, exc_rows, exc_cols, exc_split, table, leave, cls)
+    vid_targets: list           # classes whose phase 0 heads for a switch or group (VID 1 + t)
+    on_path: tuple | None
+    width: int
+
+
+def _plan_openflow(ts: TableSet) -> list[_Job]:
+    topo = ts.topo
+    n, r = topo.adj.shape
+    _check_mac_plan(topo)
+    if len({c.table1 for c in ts.classes}) > 1:
+        raise ExportError(f"{ts.routing}: classes use different phase-1 tables; VID 0 cannot "
+                          "tell them apart")
+    V = _effective_vcs(ts)
+    grp = topo.group.astype(np.int64)
+    G = topo.n_groups
+    first = ts.classes[0]
+    choice = next((c for c in ts.classes if c.inter != "none"), None)
+    to_target = [c for c in ts.classes if c.table0 is not None and c.target0 != "dst"]
+    to_dst = [c for c in ts.classes if c.table0 is not None and c.target0 == "dst"]
+    if to_target and to_dst:
+        raise ExportError(f"{ts.routing}: mixes DSN-F style and Valiant phase 0; their VIDs "
+                          "would collide")
+    for c in to_target:
+        top = 1 + (G - 1 if c.target0 == "group" else n - 1)
+        if top > MAX_VID:
+            raise ExportError(f"{ts.routing} on {topo.name()}: class {c.name} needs VID {top}; "
+                              f"VLAN IDs end at {MAX_VID}")
+    if first.table0 is None:
+        ingress = {"pcp": first.vc_base, "vid": 0, "group": None}
+    elif first.target0 == "dst":
+        ingress = {"pcp": first.vc_base, "vid": 1, "group": None}
+    else:
+        ingress = {"pcp": first.vc_base, "vid": None, "group": 1}
+
+    host_mac = _mac_str(host_macs(topo))
+    sw_prefix = _mac_str(_switch_mac(topo))
+    gmac = (np.uint64(0x02) << np.uint64(40)) | (np.arange(G, dtype=np.uint64) << np.uint64(24))
+    grp_prefix = _mac_str(gmac)
+
+    phase_tables = []
+    specs = [(0, ts.tables[ts.classes[-1].table1], None)]
+    specs += [(1, ts.tables[c.table0], c) for c in to_dst]
+    for vid, table, c in specs:
+        use, maj, exc = _aggregate(table, grp, G)
+        er, ec = np.nonzero(exc)
+        split = np.searchsorted(er, np.arange(n + 1))
+        leave = None
+        if c is not None and c.exit == "port":
+            leave = ts.exit_port
+        phase_tables.append((vid, use, maj, er, ec, split, table, leave, c))
+    on_path = _on_path_triples(ts) if any(c.exit == "on_path" for c in to_target) else None
+    deliver_vids = [0] + ([1] if to_dst else [])
+    ctx = _OfContext(ts, V, ingress, choice, deliver_vids, host_mac, sw_prefix, grp_prefix,
+                     phase_tables, to_target, on_path, max(4, len(str(n - 1))))
+    jobs: list[_Job] = []
+    for u in range(n):
+        name = f"openflow/s{u:0{ctx.width}d}"
+        jobs.append((name + ".flows", lambda u=u: _of_flows(ctx, u)))
+        if choice is not None:
+            jobs.append((name + ".groups", lambda u=u: _of_groups(ctx, u)))
+    jobs.append(("openflow/manifest.json", lambda: _json_chunks(_of_manifest(ctx))))
+    return jobs
+
+
+def export_openflow(ts: TableSet, outdir) -> list[str]:
+    """Write ``outdir/openflow/s<id>.flows`` (+ ``.groups``) and ``manifest.json``."""
+    return _run_jobs(outdir, _plan_openflow(ts))
+
+
+def _buckets(ctx: _OfContext, u: int, c: PathClass) -> list[tuple[int, int]]:
+    """(VID, weight) per bucket: uniform over the class's phase-0 targets.  VAL_3h's target
+    only decides the first hop, so targets sharing a first hop share one bucket (weight = their
+    number; VID = the neighbour on that port when it is one of them)."""
+    topo = ctx.ts.topo
+    n = topo.n_switches
+    if c.target0 == "group":
+        g = int(topo.group[u])
+        return [(1 + G, 1) for G in range(topo.n_groups) if G != g]
+    if c.inter != "switch-3h":
+        return [(1 + i, 1) for i in range(n) if i != u]
+    t0 = ctx.ts.tables[c.table0][u]
+    cand = np.flatnonzero(np.arange(n) != u)
+    out = []
+    for j in np.unique(t0[cand]).tolist():
+        members = cand[t0[cand] == j]
+        nb = int(topo.adj[u, j])
+        rep = nb if nb in set(members.tolist()) else int(members[0])
+        out.append((1 + rep, len(members)))
+    return out
+
+
+def _of_groups(ctx: _OfContext, u: int) -> Chunks:
+    c = ctx.choice
+    groups = [(1, c.name, c.vc_base, _buckets(ctx, u, c))]
+    return _rendered(_env().get_template("openflow.groups.j2"), sw=u, dpid=f"{u + 1:016x}",
+                     routing=ctx.ts.routing, topology=ctx.ts.topo.name(), groups=groups,
+                     t_arrive=T_ARRIVE)
+
+
+def _of_flows(ctx: _OfContext, u: int) -> Chunks:
+    ts, topo = ctx.ts, ctx.ts.topo
+    n = topo.n_switches
+    hs = int(topo.hosts[u])
+    off = int(topo.host_offset[u])
+    grp = topo.group
+    pn = hs + 1                                   # port number of network index 0
+    local = [(ctx.host_mac[off + e], e + 1) for e in range(hs)]
+    net = np.flatnonzero(topo.adj[u] >= 0)
+    net_ports = (pn + net).tolist()
+
+    arrive = []
+    for c in ctx.vid_targets:
+        if c.exit in ("reach", "on_path"):
+            arrive.append((1 + (u if c.target0 == "switch" else int(grp[u])), None, None))
+        if c.exit == "on_path" and ctx.on_path is not None:
+            ou, oi, od = ctx.on_path
+            lo, hi = np.searchsorted(ou, [u, u + 1])
+            arrive += [(1 + i, ctx.sw_prefix[d], SWITCH_MASK)
+                       for i, d in zip(oi[lo:hi].tolist(), od[lo:hi].tolist()) if i != u]
+
+    deliver = [(vid, mac, port) for vid in ctx.deliver_vids for mac, port in local]
+
+    fwd = []
+    for vid, use, maj, er, ec, split, table, leave, _c in ctx.phase_tables:
+        gs = np.flatnonzero(use[u])
+        for G, j in zip(gs.tolist(), maj[u, gs].tolist()):
+            fwd.append((200, vid, ctx.grp_prefix[G], GROUP_MASK,
+                        bool(leave is not None and leave[u, j]), pn + j))
+        ds = ec[split[u]:split[u + 1]]
+        for d, j in zip(ds.tolist(), table[u, ds].tolist()):
+            fwd.append((300, vid, ctx.sw_prefix[d], SWITCH_MASK,
+                        bool(leave is not None and leave[u, j]), pn + j))
+    for c in ctx.vid_targets:
+        t0 = ts.tables[c.table0][u]
+        if c.inter == "switch-3h":
+            targets = [vid - 1 for vid, _ in _buckets(ctx, u, c)]
+        elif c.target0 == "group":
+            targets = [G for G in range(topo.n_groups) if G != int(grp[u])]
+        else:
+            targets = [i for i in range(n) if i != u]
+        for t in targets:
+            j = int(t0[t])
+            leave = c.exit == "first_hop" or (c.exit == "port" and bool(ts.exit_port[u, j]))
+            fwd.append((100, 1 + t, None, None, leave, pn + j))
+
+    V = ctx.V
+    egress = [(pn + j, v, min(v + int(ts.vc_inc[u, j]), V - 1))
+              for j in net.tolist() for v in range(V)]
+    # only phase 0 toward an intermediate can lead a packet back out of the port it came in
+    # on (minimal and DSN-F paths never revisit a switch)
+    uturn = egress if ctx.vid_targets else []
+    groups_file = (f"s{u:0{ctx.width}d}.groups" if ctx.choice is not None else None)
+    return _rendered(
+        _env().get_template("openflow.flows.j2"), sw=u, dpid=f"{u + 1:016x}",
+        routing=ts.routing, topology=topo.name(), vcs=V, t_arrive=T_ARRIVE, t_fwd=T_FWD,
+        t_egress=T_EGRESS, groups_file=groups_file, local=local,
+        host_ports=list(range(1, hs + 1)), ingress=ctx.ingress, net_ports=net_ports,
+        arrive=arrive, deliver=deliver, fwd=fwd, egress=egress, uturn=uturn)
+
+
+def _of_manifest(ctx: _OfContext) -> dict:
+    ts, topo = ctx.ts, ctx.ts.topo
+    n = topo.n_switches
+    rank = _group_rank(topo)
+    return {
+        "format": "fabroute-openflow", "version": 1, "routing": ts.routing,
+        "topology": topo.name(), "openflow": "1.3", "vcs": ctx.V,
+        "tables": {"ingress": T_INGRESS, "phase_exit": T_ARRIVE, "forward": T_FWD,
+                   "egress": T_EGRESS},
+        "ingress": {"class": ts.classes[0].name, **ctx.ingress},
+        "choice_class": None if ctx.choice is None else ctx.choice.name,
+        "mac_layout": "02:GG:GG:LL:LL:EE (group, rank in group, host index)",
+        "masks": {"group": GROUP_MASK, "switch": SWITCH_MASK},
+        "switches": [{"id": s, "dpid": f"{s + 1:016x}", "group": int(topo.group[s]),
+                      "rank": int(rank[s]), "mac_prefix": ctx.sw_prefix[s],
+                      "flows": f"s{s:0{ctx.width}d}.flows",
+                      "groups": (f"s{s:0{ctx.width}d}.groups" if ctx.choice else None)}
+                     for s in range(n)],
+        "hosts": [{"id": h, "switch": s, "port": p, "mac": ctx.host_mac[h]}
+                  for h, s, p in topo.host_table().tolist()],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# all formats
+# ---------------------------------------------------------------------------------------------
+def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0,
+               lft_comments: bool | None = None) -> dict[str, list[str]]:
+    """Write every requested format into ``outdir``; returns the written paths per format.
+
+    All formats are planned (and every :class:`ExportError` raised) before the first file is
+    written, so a rejected table set leaves ``outdir`` untouched.
+    """
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ExportError(f"unknown export format(s) {unknown}; expected some of {list(FORMATS)}")
+    planners = {"json": lambda: _plan_json(ts), "ib": lambda: _plan_ib(ts, lmc, lft_comments),
+                "openflow": lambda: _plan_openflow(ts)}
+    plans = {f: planners[f]() for f in formats}
+    return {f: _run_jobs(outdir, jobs) for f, jobs in plans.items()}

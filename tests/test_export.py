@@ -1,0 +1,601 @@
+"""Tests of the export layer: every file is parsed back and checked against the tables.
+
+The OpenFlow files are executed by a small OpenFlow 1.3 pipeline interpreter (tuple-space
+lookup per table, the handful of actions the exporter emits) for every pair of hosts, and the
+path it takes must be the path ``TableSet.walk`` takes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tablegen.baselines import build_torus
+from tablegen.dragonfly import build_dragonfly
+from tablegen.dsnf import build_dsnf
+from tablegen.export import (
+    ExportError, _run_jobs, export_all, export_ib, export_json, export_openflow, host_macs,
+    lid_plan, load_tables_json, path_sl_rows, vl_map,
+)
+from tablegen.routing import build_tables
+from tablegen.slimfly import build_slimfly
+
+
+@functools.lru_cache(maxsize=None)
+def tables(kind: str, routing: str):
+    topo = {"sf5": lambda: build_slimfly(5), "df": lambda: build_dragonfly(2, 4, 2),
+            "dsnf": lambda: build_dsnf(64, 2), "torus": lambda: build_torus(4, 4)}[kind]()
+    return build_tables(topo, routing)
+
+
+@functools.lru_cache(maxsize=None)
+def exported(kind: str, routing: str, tmp_root: str) -> Path:
+    out = Path(tmp_root) / f"{kind}-{routing}"
+    # DSN-F's dateline VCs need SL-carried VLs, which the IB export rejects (see below)
+    formats = ("json", "openflow") if kind == "dsnf" else ("json", "ib", "openflow")
+    export_all(tables(kind, routing), out, formats=formats)
+    return out
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("export"))
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,routing", [("sf5", "min"), ("sf5", "val-nta"), ("sf5", "ugal-l"),
+                                          ("df", "val"), ("dsnf", "dsnf")])
+def test_tables_json_round_trip(tmp_path, kind, routing):
+    ts = tables(kind, routing)
+    export_json(ts, tmp_path)
+    back = load_tables_json(tmp_path / "tables.json", ts.topo)
+    assert (back.routing, back.classes, back.num_vcs, back.vc_scheme, back.params) == (
+        ts.routing, ts.classes, ts.num_vcs, ts.vc_scheme, ts.params)
+    assert back.tables.keys() == ts.tables.keys()
+    pairs = [(back.tables[k], ts.tables[k]) for k in ts.tables]
+    pairs += [(back.alternatives, ts.alternatives), (back.vc_inc, ts.vc_inc)]
+    if ts.exit_port is not None:
+        pairs.append((back.exit_port, ts.exit_port))
+    else:
+        assert back.exit_port is None
+    for a, b in pairs:
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    doc = json.loads((tmp_path / "tables.json").read_text())
+    assert doc["tables"][ts.classes[-1].table1]["encoding"] == "int16-le-base64"
+    topo = json.loads((tmp_path / "topology.json").read_text())
+    assert {"switches", "links", "hosts"} <= topo.keys()
+    assert len(topo["links"]) == len(ts.topo.links)
+
+
+def test_tables_json_rejects_other_topology(tmp_path):
+    export_json(tables("sf5", "min"), tmp_path)
+    with pytest.raises(ExportError):
+        load_tables_json(tmp_path / "tables.json", tables("df", "min").topo)
+
+
+# ---------------------------------------------------------------------------------------------
+# InfiniBand
+# ---------------------------------------------------------------------------------------------
+LFT_HEAD = re.compile(r"^Unicast lids \[0-(\d+)\] of switch Lid (\d+) guid 0x([0-9a-f]{16}) "
+                      r"\('([^']*)'\):$")
+LFT_ENTRY = re.compile(r"^0x([0-9a-f]{4}) (\d{3})(\s|$)")
+
+
+def parse_lfts(path: Path) -> dict[str, dict[int, int]]:
+    lfts: dict[str, dict[int, int]] = {}
+    cur = None
+    for line in path.read_text().splitlines():
+        if m := LFT_HEAD.match(line):
+            cur = lfts.setdefault("0x" + m.group(3), {})
+        elif m := LFT_ENTRY.match(line):
+            cur[int(m.group(1), 16)] = int(m.group(2))
+    return lfts
+
+
+def ib_maps(out: Path):
+    g = json.loads((out / "ib" / "guids.json").read_text())
+    peer = {}      # (switch guid, port) -> ("switch", guid, port) | ("host", port guid)
+    for sw in g["switches"]:
+        for p in sw["ports"]:
+            kind = "host" if "host" in p else "switch"
+            peer[(sw["guid"], p["port"])] = (kind, p["peer_guid"], p["peer_port"])
+    return g, peer
+
+
+@pytest.mark.parametrize("kind", ["sf5", "df"])
+def test_lfts_cover_every_switch_and_lid_and_deliver(root, kind):
+    ts = tables(kind, "min")
+    out = exported(kind, "min", root)
+    g, peer = ib_maps(out)
+    lfts = parse_lfts(out / "ib" / "lfts.dump")
+    lids = {sw["lid"] for sw in g["switches"]} | {h["lid"] for h in g["hosts"]}
+    assert len(lids) == ts.topo.n_switches + ts.topo.n_hosts
+    assert set(lfts) == {sw["guid"] for sw in g["switches"]}
+    for sw in g["switches"]:
+        lft = lfts[sw["guid"]]
+        assert set(lft) == lids
+        assert lft[sw["lid"]] == 0
+    for h in g["hosts"]:
+        assert lfts[g["switches"][h["switch"]]["guid"]][h["lid"]] == h["switch_port"]
+    # follow the LFTs from every switch to every host
+    for sw in g["switches"]:
+        for h in g["hosts"]:
+            cur, hops = sw["guid"], 0
+            while True:
+                port = lfts[cur][h["lid"]]
+                kind_, guid, _ = peer[(cur, port)]
+                if kind_ == "host":
+                    assert guid == h["port_guid"]
+                    break
+                cur, hops = guid, hops + 1
+                assert hops <= ts.cls("min").max_hops
+
+
+def test_lft_entries_parse_like_opensm(root):
+    # osm_ucast_file.c: "0x<lid>" then white space, the port, white space, then optionally
+    # " portguid 0x<hex>" followed by white space or ':'.
+    text = (exported("sf5", "min", root) / "ib" / "lfts.dump").read_text().splitlines()
+    entries = [l for l in text if l.startswith("0x")]
+    assert entries and all(re.match(r"^0x[0-9a-f]+\s+\d+\s.* portguid 0x[0-9a-f]{16}[:\s]", l)
+                           for l in entries)
+    assert all(" guid 0x" in l for l in text if l.startswith("Unicast lids"))
+
+
+def test_lft_with_lmc_routes_every_lid_of_a_host(tmp_path):
+    ts = tables("df", "min")
+    export_ib(ts, tmp_path, lmc=2)
+    g, _ = ib_maps(tmp_path)
+    lfts = parse_lfts(tmp_path / "ib" / "lfts.dump")
+    for h in g["hosts"]:
+        lo, hi = h["lids"]
+        assert lo % 4 == 0 and hi == lo + 3
+        for lft in lfts.values():
+            assert lft[lo] == lft[lo + 1] == lft[lo + 2] == lft[hi]
+    assert all(len(lft) == ts.topo.n_switches + 4 * ts.topo.n_hosts for lft in lfts.values())
+
+
+def test_lft_without_comments(tmp_path):
+    ts = tables("sf5", "min")
+    export_ib(ts, tmp_path, lft_comments=False)
+    compact = parse_lfts(tmp_path / "ib" / "lfts.dump")
+    export_ib(ts, tmp_path, lft_comments=True)
+    assert compact == parse_lfts(tmp_path / "ib" / "lfts.dump")
+
+
+SL2VL_HEAD = re.compile(r'^(Switch|Channel Adapter) 0x([0-9a-f]{16}), base LID (\d+), "([^"]*)"$')
+SL2VL_ROW = re.compile(r"^(\d+)\s+(\d+)\s+:((?:\s+\d+){16})\s*$")
+
+
+def parse_sl2vl(path: Path) -> dict[str, dict[tuple[int, int], int]]:
+    out: dict[str, dict] = {}
+    cur = None
+    for line in path.read_text().splitlines():
+        if m := SL2VL_HEAD.match(line):
+            cur = out.setdefault("0x" + m.group(2), {})
+        elif m := SL2VL_ROW.match(line):
+            vls = {int(v) for v in m.group(3).split()}
+            assert len(vls) == 1, "every SL maps to the same VL"
+            cur[(int(m.group(1)), int(m.group(2)))] = vls.pop()
+    return out
+
+
+def test_sl2vl_slimfly_min(root):
+    ts = tables("sf5", "min")
+    out = exported("sf5", "min", root)
+    g, _ = ib_maps(out)
+    sl2vl = parse_sl2vl(out / "ib" / "sl2vl.dump")
+    p = int(ts.topo.hosts[0])
+    for sw in g["switches"]:
+        rows = sl2vl[sw["guid"]]
+        nports = sw["num_ports"]
+        assert {o for _, o in rows} == {q["port"] for q in sw["ports"]}
+        assert {i for i, _ in rows} == set(range(nports + 1))
+        for (i, o), vl in rows.items():
+            if 1 <= i <= p:
+                assert vl == 0, (sw["id"], i, o)
+            elif i > p:
+                assert vl == 1, (sw["id"], i, o)
+    assert all(r == {(0, 0): 0} for guid, r in sl2vl.items()
+               if guid in {h["port_guid"] for h in g["hosts"]})
+    assert (out / "ib" / "path-sl.txt").read_text().splitlines()[-1] == "* * * 0"
+
+
+def test_sl2vl_dragonfly_min_changes_vl_after_global_hop(root):
+    ts = tables("df", "min")
+    topo = ts.topo
+    out = exported("df", "min", root)
+    g, _ = ib_maps(out)
+    sl2vl = parse_sl2vl(out / "ib" / "sl2vl.dump")
+    glob = topo.kind_names.index("global")
+    for sw in g["switches"]:
+        s, p = sw["id"], int(topo.hosts[sw["id"]])
+        kind = {p + 1 + j: topo.link_kind[s, j] for j in range(topo.radix)}
+        rows = sl2vl[sw["guid"]]
+        hosts = range(1, p + 1)
+        for (i, o), vl in rows.items():
+            if i in hosts:
+                assert vl == 0
+            elif i in kind and kind[i] == glob and o in kind:
+                assert vl == 1, "after the global hop"
+            elif i in kind and kind[i] == glob:
+                assert vl == 1
+            elif i in kind and o in kind and kind[o] == glob:
+                assert vl == 0, "before the global hop"
+
+
+def test_vl_map_rejects_dateline_routings():
+    for kind, routing in [("dsnf", "dsnf"), ("torus", "min")]:
+        with pytest.raises(ExportError, match="SL-carried VLs"):
+            vl_map(tables(kind, routing))
+
+
+NET_NODE = re.compile(r'^(Switch|Hca)\s+(\d+)\s+"([^"]+)"')
+NET_PORT = re.compile(r'^\[(\d+)\]\s+"([^"]+)"\[(\d+)\]')
+
+
+def test_ibsim_net_lists_both_link_ends_hcas_first(root):
+    ts = tables("sf5", "min")
+    topo = ts.topo
+    out = exported("sf5", "min", root)
+    g, _ = ib_maps(out)
+    name_to_sw = {sw["name"]: sw["id"] for sw in g["switches"]}
+    name_to_host = {h["name"]: h["id"] for h in g["hosts"]}
+    records, cur, guid = [], None, None
+    for line in (out / "ib" / "ibsim.net").read_text().splitlines():
+        if line.startswith(("switchguid=", "caguid=")):
+            guid = line.split("=")[1]
+        elif m := NET_NODE.match(line):
+            cur = (m.group(1), m.group(3), int(m.group(2)), guid, [])
+            records.append(cur)
+            guid = None
+        elif m := NET_PORT.match(line):
+            cur[4].append((int(m.group(1)), m.group(2), int(m.group(3))))
+    assert records[0][0] == "Hca"
+    kinds = [r[0] for r in records]
+    assert kinds == ["Hca"] * topo.n_hosts + ["Switch"] * topo.n_switches
+    sw_ends, host_ends = set(), set()
+    for kind, name, nports, guid, ports in records:
+        assert guid is not None and name.endswith(guid[2:]), "absolute GUID line before record"
+        for port, peer, peer_port in ports:
+            if kind == "Switch":
+                assert nports == int(topo.hosts[name_to_sw[name]]) + topo.radix
+                if peer in name_to_sw:
+                    sw_ends.add((name_to_sw[name], port, name_to_sw[peer], peer_port))
+                else:
+                    host_ends.add(("sw", name_to_sw[name], port, name_to_host[peer]))
+            else:
+                host_ends.add(("hca", name_to_host[name], port, name_to_sw[peer], peer_port))
+    links = {tuple(int(v) for v in row) for row in topo.links}
+    assert sw_ends == links | {(b, pb, a, pa) for a, pa, b, pb in links}
+    ht = topo.host_table()
+    assert host_ends == ({("sw", s, p, h) for h, s, p in ht.tolist()}
+                         | {("hca", h, 1, s, p) for h, s, p in ht.tolist()})
+
+
+def test_lid_plan_aligns_host_lids():
+    topo = tables("sf5", "min").topo
+    plan = lid_plan(topo, lmc=2)
+    assert list(plan.switch_lid[:3]) == [1, 2, 3]
+    assert np.all(plan.host_lid % 4 == 0) and plan.host_lid[0] > topo.n_switches
+    assert plan.top == plan.host_lid[-1] + 3
+    with pytest.raises(ExportError):
+        lid_plan(topo, lmc=8)
+
+
+def _first_match(rows, src, dst, off):
+    for s, d, o, sl in rows:
+        if s in ("*", src) and d in ("*", dst) and o in ("*", str(off)):
+            return sl
+    raise AssertionError("no row matches")
+
+
+def test_path_sl_rows_are_compact_and_exact():
+    guids = [f"0x{i:016x}" for i in range(6)]
+    assert path_sl_rows(np.zeros((6, 6, 2), dtype=int), guids) == [("*", "*", "*", 0)]
+    rng = np.random.default_rng(3)
+    sl = np.zeros((6, 6, 2), dtype=int)
+    sl[:, 2, :] = 3                         # a whole destination on SL 3
+    sl[4, 5, :] = 1                         # one pair, both offsets
+    sl[1, 0, 1] = 2                         # one path
+    sl[:, 3, :] = rng.integers(0, 4, (6, 2))
+    rows = path_sl_rows(sl, guids)
+    assert rows[-1] == ("*", "*", "*", 0)
+    assert ("*", guids[2], "*", 3) in rows and (guids[4], guids[5], "*", 1) in rows
+    for i, j, k in np.ndindex(*sl.shape):
+        assert _first_match(rows, guids[i], guids[j], k) == sl[i, j, k]
+    assert len(rows) < sl.size
+
+
+def test_guid2lid_pins_the_plan(root):
+    out = exported("sf5", "min", root)
+    g, _ = ib_maps(out)
+    text = (out / "ib" / "guid2lid").read_text()
+    recs = [l.split() for l in text.split("\n\n") if l.strip()]
+    got = {r[0]: (int(r[1], 16), int(r[2], 16)) for r in recs}
+    want = {sw["guid"]: (sw["lid"], sw["lid"]) for sw in g["switches"]}
+    want |= {h["port_guid"]: tuple(h["lids"]) for h in g["hosts"]}
+    assert got == want
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenFlow: an interpreter for the emitted subset of ovs-ofctl syntax
+# ---------------------------------------------------------------------------------------------
+FLOW = re.compile(r"^table=(\d+),priority=(\d+)(?:,(.*?))?,actions=(.*)$")
+
+
+def split_top(s: str) -> list[str]:
+    """Split at commas outside parentheses."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    return out + [cur] if cur else out
+
+
+def mac_int(s: str) -> int:
+    return int(s.replace(":", ""), 16)
+
+
+class Switch:
+    """Flow tables of one switch as tuple spaces: per table, per match shape, a dict."""
+
+    def __init__(self, flows_text: str, groups_text: str | None):
+        self.tables: dict[int, dict[tuple, dict]] = {}
+        for line in flows_text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            m = FLOW.match(line)
+            assert m, line
+            table, prio = int(m.group(1)), int(m.group(2))
+            shape, key = [], []
+            for f in split_top(m.group(3) or ""):
+                name, val = f.split("=")
+                if name == "dl_dst":
+                    v, _, mask = val.partition("/")
+                    mask = mac_int(mask) if mask else (1 << 48) - 1
+                    shape.append(("dl_dst", mask))
+                    key.append(mac_int(v) & mask)
+                else:
+                    shape.append((name, None))
+                    key.append(int(val, 0))
+            space = self.tables.setdefault(table, {}).setdefault(tuple(shape), {})
+            k = tuple(key)
+            assert k not in space or space[k][0] != prio, f"ambiguous flows: {line}"
+            if k not in space or space[k][0] < prio:
+                space[k] = (prio, split_top(m.group(4)))
+        self.groups = {}
+        for line in (groups_text or "").splitlines():
+            if not line or line.startswith("#"):
+                continue
+            head, *buckets = line.split(",bucket=")
+            gid = int(re.search(r"group_id=(\d+)", head).group(1))
+            assert "type=select" in head
+            parsed = []
+            for b in buckets:
+                w, _, acts = b.partition(",actions=")
+                parsed.append((int(w.split(":")[1]), split_top(acts)))
+            self.groups[gid] = parsed
+
+    def lookup(self, table: int, pkt: dict):
+        best = None
+        for shape, space in self.tables.get(table, {}).items():
+            key = []
+            for name, mask in shape:
+                if name == "in_port":
+                    key.append(pkt["in_port"])
+                elif name == "dl_vlan":
+                    key.append(0xFFFF if pkt["vlan"] is None else pkt["vlan"][0])
+                elif name == "dl_vlan_pcp":
+                    if pkt["vlan"] is None:
+                        break
+                    key.append(pkt["vlan"][1])
+                elif name == "metadata":
+                    key.append(pkt["metadata"])
+                elif name == "dl_dst":
+                    key.append(pkt["dst"] & mask)
+                else:
+                    raise AssertionError(f"unexpected match field {name}")
+            else:
+                hit = space.get(tuple(key))
+                if hit and (best is None or hit[0] > best[0]):
+                    best = hit
+        return None if best is None else best[1]
+
+
+def run_actions(sw: Switch, actions, pkt, pick, outputs):
+    for a in actions:
+        if a.startswith("goto_table:"):
+            run_table(sw, int(a.split(":")[1]), pkt, pick, outputs)
+        elif a.startswith("resubmit(,"):
+            run_table(sw, int(a[len("resubmit(,"):-1]), pkt, pick, outputs)
+        elif a == "push_vlan:0x8100":
+            assert pkt["vlan"] is None
+            pkt["vlan"] = [0, 0]
+        elif a == "pop_vlan":
+            pkt["vlan"] = None
+        elif a.startswith("set_field:"):
+            val, field = a[len("set_field:"):].split("->")
+            if field == "vlan_vid":
+                assert int(val) & 0x1000, "OpenFlow 1.3 needs OFPVID_PRESENT"
+                pkt["vlan"][0] = int(val) & 0xFFF
+            else:
+                assert field == "vlan_pcp"
+                pkt["vlan"][1] = int(val)
+        elif a.startswith("write_metadata:"):
+            pkt["metadata"] = int(a.split(":")[1], 0)
+        elif a.startswith("set_queue:"):
+            pkt["queue"] = int(a.split(":")[1])
+        elif a.startswith("group:"):
+            buckets = sw.groups[int(a.split(":")[1])]
+            run_actions(sw, buckets[pick(buckets)][1], pkt, pick, outputs)
+        elif a.startswith("output:") or a == "in_port":
+            port = pkt["in_port"] if a == "in_port" else int(a.split(":")[1])
+            if a != "in_port" and port == pkt["in_port"]:
+                continue        # OpenFlow: output to the ingress port by number is dropped
+            outputs.append((port, dict(pkt, vlan=pkt["vlan"] and list(pkt["vlan"]))))
+        else:
+            raise AssertionError(f"unexpected action {a}")
+
+
+def run_table(sw, table, pkt, pick, outputs):
+    actions = sw.lookup(table, pkt)
+    assert actions is not None, f"table-miss in table {table} for {pkt}"
+    run_actions(sw, actions, pkt, pick, outputs)
+
+
+def bucket_target(bucket) -> int:
+    vid = next(int(a.split(":")[1].split("->")[0]) for a in bucket[1] if a.endswith("->vlan_vid"))
+    return (vid & 0xFFF) - 1
+
+
+def simulate_all(ts, out: Path):
+    """Send a packet between every pair of hosts; compare each path with ``ts.walk``."""
+    topo = ts.topo
+    man = json.loads((out / "openflow" / "manifest.json").read_text())
+    switches = []
+    for s in man["switches"]:
+        flows = (out / "openflow" / s["flows"]).read_text()
+        groups = (out / "openflow" / s["groups"]).read_text() if s["groups"] else None
+        switches.append(Switch(flows, groups))
+    macs = [mac_int(h["mac"]) for h in man["hosts"]]
+    assert macs == host_macs(topo).tolist()
+    ht = topo.host_table()
+    ingress = man["ingress"]
+    cls = ts.cls(man["choice_class"] if ingress["group"] is not None else ingress["class"])
+    memo, walks = {}, {}
+    checked = 0
+    for hs, ss, ps in ht.tolist():
+        for hd, sd, pd in ht.tolist():
+            if hd == hs:
+                continue        # OpenFlow drops a frame sent back out of its ingress port
+            choice = hs * 7 + hd * 13
+            pkt = {"in_port": ps, "vlan": None, "dst": macs[hd], "metadata": 0, "queue": None}
+            sw, hops, chosen = ss, [], []
+            while True:
+                key = (sw, pkt["in_port"], tuple(pkt["vlan"] or ()), pkt["dst"])
+                if key not in memo:
+                    outputs, notes = [], []
+
+                    def pick(buckets, notes=notes, choice=choice):
+                        b = choice % len(buckets)
+                        notes.append(bucket_target(buckets[b]))
+                        return b
+
+                    fresh = dict(pkt, vlan=None if pkt["vlan"] is None else list(pkt["vlan"]))
+                    run_table(switches[sw], 0, fresh, pick, outputs)
+                    assert len(outputs) == 1
+                    memo[key] = (outputs[0], notes)
+                (port, after), notes = memo[key]
+                chosen += notes
+                if 1 <= port <= topo.hosts[sw]:
+                    assert (sw, port) == (sd, pd) and after["vlan"] is None
+                    break
+                j = port - int(topo.hosts[sw]) - 1
+                hops.append((sw, port, after["queue"]))
+                nxt = int(topo.adj[sw, j])
+                pkt = {"in_port": int(topo.hosts[nxt]) + 1 + int(topo.peer[sw, j]),
+                       "vlan": list(after["vlan"]), "dst": after["dst"], "metadata": 0,
+                       "queue": None}
+                sw = nxt
+                assert len(hops) <= cls.max_hops + 2
+            if ss == sd:
+                assert hops == [], "hosts of one switch talk directly"
+                continue
+            inter = chosen[0] if chosen else -1
+            if (ss, sd, inter) not in walks:
+                w = ts.walk(ss, sd, cls, inter)
+                walks[(ss, sd, inter)] = list(zip(w["switches"][:-1], w["ports"], w["vcs"]))
+            assert hops == walks[(ss, sd, inter)], (hs, hd, inter)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("kind,routing", [("sf5", "min"), ("sf5", "val-3h"), ("df", "val"),
+                                          ("sf5", "val-nta"), ("sf5", "val"), ("df", "min"),
+                                          ("dsnf", "dsnf"), ("df", "ugal-l")])
+def test_openflow_pipeline_follows_the_tables(root, kind, routing):
+    ts = tables(kind, routing)
+    out = exported(kind, routing, root)
+    n = ts.topo.n_hosts
+    assert simulate_all(ts, out) == n * n - int((ts.topo.hosts ** 2).sum())
+
+
+def test_openflow_ugal_starts_minimal_and_ships_the_valiant_group(root):
+    out = exported("df", "ugal-l", root)
+    man = json.loads((out / "openflow" / "manifest.json").read_text())
+    assert man["ingress"] == {"class": "min", "pcp": 1, "vid": 0, "group": None}
+    assert man["choice_class"] == "val-group"
+    assert "group_id=1,type=select" in (out / "openflow" / man["switches"][0]["groups"]).read_text()
+
+
+def test_openflow_files_per_switch_and_groups(root):
+    out = exported("sf5", "val-3h", root)
+    ts = tables("sf5", "val-3h")
+    files = sorted(p.name for p in (out / "openflow").iterdir())
+    n = ts.topo.n_switches
+    assert len([f for f in files if f.endswith(".flows")]) == n
+    assert len([f for f in files if f.endswith(".groups")]) == n
+    text = (out / "openflow" / "s0000.groups").read_text()
+    line = next(l for l in text.splitlines() if l.startswith("group_id="))
+    weights = [int(w) for w in re.findall(r"bucket=weight:(\d+)", line)]
+    assert sum(weights) == n - 1, "uniform over every other switch"
+    assert not list((out / "openflow").glob("*.tmp-*"))
+
+
+def test_openflow_dragonfly_aggregates_remote_groups(tmp_path):
+    ts = build_tables(build_dragonfly(2, 8, 4), "min")     # 33 groups of 8 routers
+    export_openflow(ts, tmp_path)
+    text = (tmp_path / "openflow" / "s0000.flows").read_text()
+    fwd = [l for l in text.splitlines() if l.startswith("table=2,") and "dl_vlan=0,dl_dst=" in l]
+    group = [l for l in fwd if "/ff:ff:ff:00:00:00" in l]
+    assert len(group) == ts.topo.n_groups - 1
+    assert len(fwd) - len(group) - int(ts.topo.hosts[0]) == 8 - 1   # own group, per switch
+
+
+# ---------------------------------------------------------------------------------------------
+# errors and atomic writes
+# ---------------------------------------------------------------------------------------------
+def test_rejected_export_writes_nothing(tmp_path):
+    with pytest.raises(ExportError, match="SL-carried VLs"):
+        export_all(tables("torus", "min"), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failing_producer_leaves_no_partial_file(tmp_path):
+    (tmp_path / "a.txt").write_text("old\n")
+
+    def broken():
+        yield "new first half\n"
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        _run_jobs(tmp_path, [("b.txt", lambda: ["complete\n"]), ("a.txt", broken)])
+    assert (tmp_path / "a.txt").read_text() == "old\n"
+    assert (tmp_path / "b.txt").read_text() == "complete\n"
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
+
+
+def test_unwritable_target_leaves_no_temp_file(tmp_path):
+    (tmp_path / "ib" / "sl2vl.dump").mkdir(parents=True)      # os.replace onto a directory fails
+    with pytest.raises(OSError):
+        export_ib(tables("sf5", "min"), tmp_path)
+    assert not list((tmp_path / "ib").glob("*.tmp-*"))
+    assert parse_lfts(tmp_path / "ib" / "lfts.dump")          # finished before, complete
+
+
+def test_unknown_format():
+    with pytest.raises(ExportError, match="unknown export format"):
+        export_all(tables("sf5", "min"), "/nonexistent", formats=("pdf",))
