@@ -528,19 +528,6 @@ class DsnfTables:
     exit_port: np.ndarray
     vc_inc: np.ndarray
 
-    def route(self, topo: Topology, src: int, dst: int) -> list[int]:
-        """Switches visited from ``src`` to ``dst`` by walking the tables."""
-        path, u, phase = [int(src)], int(src), 0
-        while u != dst:
-            j = int((self.main if phase else self.pre)[u, dst])
-            if phase == 0 and self.exit_port[u, j]:
-                phase = 1
-            u = int(topo.adj[u, j])
-            path.append(u)
-            if len(path) > topo.n_switches:
-                raise AssertionError(f"dsnf: route {src} -> {dst} loops: {path[:12]}...")
-        return path
-
 
 def _toward(lu: np.ndarray, target: np.ndarray, p: int) -> np.ndarray:
     """Local slot from level ``lu`` towards ``target`` (``!= lu``) along a complete ring."""

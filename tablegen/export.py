@@ -684,27 +684,6 @@ def _aggregate(table: np.ndarray, grp: np.ndarray, n_groups: int):
     return use, maj, exc
 
 
-def _on_path_triples(ts: TableSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(u, I, D)`` with u on the phase-1 table path I -> D, u != I (VAL_nta's loop cut),
-    sorted by u."""
-    topo = ts.topo
-    n = topo.n_switches
-    t = ts.tables[ts.classes[-1].table1]
-    I, D = np.nonzero(~np.eye(n, dtype=bool))
-    x = I.copy()
-    us, ii, dd = [], [], []
-    for _ in range(n + 1):
-        if not len(x):
-            break
-        x = topo.adj[x, t[x, D]]
-        us.append(x), ii.append(I), dd.append(D)
-        more = x != D
-        x, I, D = x[more], I[more], D[more]
-    u, i, d = (np.concatenate(a) for a in (us, ii, dd))
-    order = np.argsort(u, kind="stable")
-    return u[order], i[order], d[order]
-
-
 @dataclass
 class _OfContext:
     ts: TableSet
@@ -766,7 +745,7 @@ def _plan_openflow(ts: TableSet) -> list[_Job]:
         if c is not None and c.exit == "port":
             leave = ts.exit_port
         phase_tables.append((vid, use, maj, er, ec, split, table, leave, c))
-    on_path = _on_path_triples(ts) if any(c.exit == "on_path" for c in to_target) else None
+    on_path = ts.on_path_triples() if any(c.exit == "on_path" for c in to_target) else None
     deliver_vids = [0] + ([1] if to_dst else [])
     ctx = _OfContext(ts, V, ingress, choice, deliver_vids, host_mac, sw_prefix, grp_prefix,
                      phase_tables, to_target, on_path, max(4, len(str(n - 1))))

@@ -139,6 +139,26 @@ class TableSet:
             x = int(self.topo.adj[x, t[x, dst]])
             seen += 1
 
+    def on_path_triples(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All ``(u, I, D)`` with ``u != I`` on the phase-1 table path I -> D (where VAL_nta's
+        loop cut sends a packet heading for I on to D), sorted by ``(u, I)``.  Walks every
+        (I, D) path once: O(N^2 L) for paths of length L."""
+        n = self.topo.n_switches
+        t = self.tables[self.classes[-1].table1]
+        I, D = np.nonzero(~np.eye(n, dtype=bool))
+        x = I.copy()
+        us, ii, dd = [], [], []
+        for _ in range(n + 1):
+            if not len(x):
+                break
+            x = self.topo.adj[x, t[x, D]]
+            us.append(x), ii.append(I), dd.append(D)
+            more = x != D
+            x, I, D = x[more], I[more], D[more]
+        u, i, d = (np.concatenate(a) for a in (us, ii, dd))
+        order = np.argsort(u.astype(np.int64) * n + i, kind="stable")
+        return u[order], i[order], d[order]
+
     def step(self, u: int, h: Header, cls: PathClass) -> tuple[int, int, Header]:
         """Process ``h`` at switch ``u``: returns ``(port_index, vc, new_header)``, with
         ``port_index == -1`` when the packet is delivered at ``u``."""

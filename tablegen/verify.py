@@ -260,22 +260,9 @@ def _arrive(ts: TableSet, c, rows, fanout, on_path, ids):
 def _jump_sets(ts: TableSet):
     """For VAL_nta: a function mapping phase-0 states (u, I) to the destinations D for which
     u lies on the table path I -> D (where the loop cut sends the packet on to D)."""
-    topo = ts.topo
-    n = topo.n_switches
-    t = ts.tables[ts.classes[-1].table1]
-    # walk every (I, D) path once and record (u, I, D) for each switch u on it, u != I
-    I, D = np.nonzero(~np.eye(n, dtype=bool))
-    x = I.copy()
-    us, ii, dd = [], [], []
-    while len(x):
-        x = topo.adj[x, t[x, D]]
-        us.append(x), ii.append(I), dd.append(D)
-        more = x != D
-        x, I, D = x[more], I[more], D[more]
-    u = np.concatenate(us)
-    code = u.astype(np.int64) * n + np.concatenate(ii)
-    order = np.argsort(code, kind="stable")
-    code, dst = code[order], np.concatenate(dd)[order]
+    n = ts.topo.n_switches
+    u, i, dst = ts.on_path_triples()
+    code = u.astype(np.int64) * n + i
 
     def lookup(qu, qi):
         q = qu.astype(np.int64) * n + qi

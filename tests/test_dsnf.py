@@ -247,7 +247,9 @@ def test_paper_example_route_24_to_7():
         u = int(t.adj[u, j])
         path.append(u)
     assert path == [24, 0, 1, 8, 7]
-    assert tb.route(t, 24, 7) == path
+    from tablegen.routing import build_tables
+
+    assert build_tables(t, "dsnf").walk(24, 7)["switches"] == path
 
 
 def test_table_shapes_and_diagonal():
