@@ -5,7 +5,7 @@ PY      := /usr/bin/python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
-APT_PKGS := python3-venv python3-dev
+APT_PKGS := python3-venv
 SHELL   := /bin/bash
 
 .PHONY: demo test install clean
