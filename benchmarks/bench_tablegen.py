@@ -27,9 +27,9 @@ CASES = {
 
 
 def _run(name: str, export: bool, q) -> None:
-    import argparse as ap
-
-    from tablegen.cli import build_and_verify, write_table_set
+    from tablegen.cli import write_table_set
+    from tablegen.routing import build_tables
+    from tablegen.verify import verify
     from tablegen.spec import build
 
     spec, routings = CASES[name]
@@ -40,9 +40,6 @@ def _run(name: str, export: bool, q) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for r in routings:
             t = time.perf_counter()
-            from tablegen.routing import build_tables
-            from tablegen.verify import verify
-
             ts = build_tables(topo, r)
             t1 = time.perf_counter()
             rep = verify(ts)

@@ -214,6 +214,38 @@ def cmd_path(args) -> int:
     return 0
 
 
+def cmd_expand(args) -> int:
+    from .dsnf import add_nodes, transform
+    from .routing import build_tables
+    from .update import table_updates
+
+    topo = _topology(args.spec)
+    if topo.kind != "dsnf":
+        raise UsageError(f"expand: {topo.name()} is not a dsnf topology; expected dsnf:n=N")
+    if args.transform:
+        n, p = topo.n_switches, int(topo.params["p"])
+        if n != p * 2**p:
+            raise UsageError(f"expand --transform: n={n} is not a transformation point; "
+                             f"expected n = (p+1)·2^(p+1) (24, 64, 160, 384, …)")
+        from .dsnf import build_dsnf
+
+        topo = build_dsnf(n, p=p - 1)  # the full network before the transformation
+        new, diff, relabel = transform(n)
+    else:
+        new, diff = add_nodes(topo, args.add)
+        relabel = None
+    old = build_tables(topo, args.routing)
+    upd = table_updates(old, build_tables(new, args.routing), relabel)
+    out = {"from": topo.name(), "to": new.name(), "cables": diff.counts,
+           "tables": {k: {f: v for f, v in d.items() if f != "changed_by_switch" or args.json}
+                      for k, d in upd.items()}}
+    if args.json:
+        out["cable_lists"] = {k: [list(map(str, c)) for c in getattr(diff, k)]
+                              for k in ("added", "removed", "replugged")}
+    print(json.dumps(out, indent=None if args.json else 1))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from rich.table import Table
 
@@ -292,6 +324,15 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("spec")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_analyze)
+
+    sp = sub.add_parser("expand", help="DSN-F expansion: cables and table updates")
+    sp.add_argument("spec")
+    sp.add_argument("--add", type=int, default=1, help="switches to add (same p)")
+    sp.add_argument("--transform", action="store_true",
+                    help="the p -> p+1 transformation at n = (p+1)·2^(p+1), e.g. dsnf:n=64")
+    sp.add_argument("--routing", default="dsnf", choices=("dsnf", "min"))
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_expand)
 
     sp = sub.add_parser("demo", help="Slim Fly q=5: MIN, VAL_3h, UGAL-L tables, verified, "
                         "exported")

@@ -5,7 +5,7 @@ simulator) reads this one model, so what is simulated is exactly what is install
 
 Header state
 ------------
-A packet carries ``(dst, phase, inter, vc)`` (see ``docs/tables.md``):
+A packet carries ``(dst, phase, inter, vc)`` (see ``docs/routing.md``):
 
 * ``dst`` — destination switch (the host behind it is delivered on its host port);
 * ``phase`` — ``0`` while the packet heads for its phase-0 target, ``1`` afterwards;

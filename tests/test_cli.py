@@ -133,3 +133,29 @@ def test_installed_entry_point_runs():
     r = subprocess.run([str(exe), "topology", "slimfly:q=5"], capture_output=True, text=True,
                        env={**os.environ})
     assert r.returncode == 0 and "50 switches, 200 hosts" in r.stdout
+
+
+@pytest.mark.parametrize("n", [24, 32, 47, 63, 64, 100, 159])
+def test_growing_dsnf_by_one_only_adds_cables_and_table_entries(capsys, n):
+    code, out, _ = run(capsys, "expand", f"dsnf:n={n}", "--add", "1", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["cables"]["removed"] == 0 and d["cables"]["added"] >= 1
+    for name in ("dsnf_pre", "dsnf_main"):
+        t = d["tables"][name]
+        # existing destinations keep every entry; only the new column and row appear
+        assert t["changed"] == 0 and t["added"] == n and t["new_switch_entries"] == n + 1
+
+
+def test_transform_reports_rewiring_and_table_changes(capsys):
+    code, out, _ = run(capsys, "expand", "dsnf:n=64", "--transform", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["to"] == "dsnf:n=64,p=4" and d["cables"]["removed"] > 0
+    assert d["tables"]["dsnf_main"]["changed"] > 0
+    code, _, err = run(capsys, "expand", "dsnf:n=65", "--transform")
+    assert code == 2 and "not a transformation point" in err
+
+
+def test_analyze_json(capsys):
+    code, out, _ = run(capsys, "analyze", "torus:x=4,y=4", "--json")
+    a = json.loads(out)
+    assert code == 0 and a["diameter"] == 4 and a["degree"]["max"] == 4
