@@ -246,6 +246,25 @@ def cmd_expand(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from .compare import run
+
+    try:
+        sizes = [int(v) for v in args.sizes.split(",")]
+        expand = tuple(int(v) for v in args.expansion.split(",")) if args.expansion else None
+    except ValueError:
+        raise UsageError(f"compare: --sizes {args.sizes!r} / --expansion {args.expansion!r}; "
+                         "expected comma-separated integers") from None
+    if expand is not None and (len(expand) != 3 or expand[2] <= 0 or expand[1] < expand[0]):
+        raise UsageError(f"compare: --expansion {args.expansion}; expected START,STOP,STEP")
+    res = run(sizes, Path(args.out), expand)
+    for f, rows in res["families"].items():
+        print(f"{f:6} " + "  ".join(f"n={r['n']}: D={r['diameter']} ASPL={r['aspl']:.2f} "
+                                    f"cable={r['cable_m']:.2f}m" for r in rows))
+    print(f"wrote {args.out}/compare.json and compare.png")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from rich.table import Table
 
@@ -333,6 +352,13 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--routing", default="dsnf", choices=("dsnf", "min"))
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_expand)
+
+    sp = sub.add_parser("compare", help="DSN-F vs torus, DSN-x, DLN-4: JSON + PNG")
+    sp.add_argument("--sizes", default="128,256,512,1024,2048,4096")
+    sp.add_argument("--expansion", help="START,STOP,STEP: grow DSN-F (paper Fig. 4: "
+                    "1024,2048,64)")
+    sp.add_argument("--out", default="out/compare")
+    sp.set_defaults(func=cmd_compare)
 
     sp = sub.add_parser("demo", help="Slim Fly q=5: MIN, VAL_3h, UGAL-L tables, verified, "
                         "exported")

@@ -159,3 +159,16 @@ def test_analyze_json(capsys):
     code, out, _ = run(capsys, "analyze", "torus:x=4,y=4", "--json")
     a = json.loads(out)
     assert code == 0 and a["diameter"] == 4 and a["degree"]["max"] == 4
+
+
+def test_compare_writes_json_and_png(capsys, tmp_path):
+    code, out, _ = run(capsys, "compare", "--sizes", "64,128", "--expansion", "64,80,8",
+                       "--out", str(tmp_path))
+    assert code == 0
+    res = json.loads((tmp_path / "compare.json").read_text())
+    png = (tmp_path / "compare.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    dsnf, torus = res["families"]["dsnf"], res["families"]["torus"]
+    assert [r["n"] for r in dsnf] == [64, 128]
+    assert all(a["diameter"] < b["diameter"] for a, b in zip(dsnf, torus))  # small-world effect
+    assert [r["added"] for r in res["expansion"]] == [0, 8, 16]
