@@ -125,7 +125,16 @@ def walk_reach(adj, t0, t1, group, by_group, n_targets, vc_inc, n_vcs, vc_base, 
                 hist[hops + L] += h1[u, L]
             if not (by_group and group[s] == group[u]) and s != u:
                 hist[hops + len1[u, s]] -= 1  # the source is no destination of its own packet
-    visited = np.zeros((n, n, n_vcs), dtype=np.bool_)
+    _from_arrivals(arrived, adj, t1, group, by_group, vc_inc, n_vcs, deps, vc_seen,
+                   np.zeros((n, n, n_vcs), dtype=np.bool_))
+    return 0, -1, -1
+
+
+@njit(cache=True)
+def _from_arrivals(arrived, adj, t1, group, by_group, vc_inc, n_vcs, deps, vc_seen, visited):
+    """Phase 1 after phase 0 ended at the far end of each arrival channel: every destination
+    outside the intermediate (group), once per (switch, destination, VC)."""
+    n, r = adj.shape
     for c in range(arrived.shape[0]):
         if not arrived[c]:
             continue
@@ -138,7 +147,97 @@ def walk_reach(adj, t0, t1, group, by_group, n_targets, vc_inc, n_vcs, vc_base, 
                 continue
             deps[c, t1[x, d] * n_vcs + vc] = True
             _walk_from(x, d, vc, adj, t1, vc_inc, n_vcs, deps, vc_seen, visited)
+
+
+@njit(cache=True)
+def walk_nta(adj, t1, vc_inc, n_vcs, vc_base, len1, jump_off, jump_dst, deps, hist,
+             vc_seen):
+    """VAL_nta: phase 0 toward I for every (S, I); at each switch u on the way the
+    destinations D with u on the table path I -> D (``jump_dst[jump_off[u*n+I] :
+    jump_off[u*n+I+1]]``) jump to phase 1 there, each D at the first such u.  ``hist`` counts
+    (S, I, D) paths exactly; dependencies are recorded per jump and once per arrival channel,
+    phase-1 continuations once per (switch, destination, VC)."""
+    n, r = adj.shape
+    lmax = hist.shape[0]
+    h1 = np.zeros((n, lmax), dtype=np.int64)
+    for x in range(n):
+        for d in range(n):
+            if d != x:
+                h1[x, len1[x, d]] += 1
+    arrived = np.zeros(n * r * n_vcs, dtype=np.bool_)
+    visited = np.zeros((n, n, n_vcs), dtype=np.bool_)
+    mark = np.full(n, -1, dtype=np.int64)
+    consumed = np.empty(n, dtype=np.int64)
+    gen = 0
+    for s in range(n):
+        for i in range(n):
+            if i == s:
+                continue
+            gen += 1
+            mark[s] = gen  # the source is no destination of its own packet
+            u, vc, inch, hops, nc = s, vc_base, -1, 0, 0
+            while u != i:
+                if hops > n:
+                    return TOO_LONG, u, i
+                for k in range(jump_off[u * n + i], jump_off[u * n + i + 1]):
+                    d = jump_dst[k]
+                    if mark[d] == gen:
+                        continue
+                    mark[d] = gen
+                    consumed[nc] = d
+                    nc += 1
+                    hist[hops + len1[u, d]] += 1
+                    if d != u:
+                        vc_seen[vc] = True
+                        if inch >= 0:
+                            deps[inch, t1[u, d] * n_vcs + vc] = True
+                        _walk_from(u, d, vc, adj, t1, vc_inc, n_vcs, deps, vc_seen, visited)
+                j = t1[u, i]
+                if j < 0:
+                    return DEAD_END, u, i
+                if inch >= 0:
+                    deps[inch, j * n_vcs + vc] = True
+                vc_seen[vc] = True
+                inch = (u * r + j) * n_vcs + vc
+                vc = min(vc + vc_inc[u, j], n_vcs - 1)
+                u = adj[u, j]
+                hops += 1
+            arrived[inch] = True
+            for L in range(lmax - hops):
+                hist[hops + L] += h1[i, L]
+            for k in range(nc):
+                hist[hops + len1[i, consumed[k]]] -= 1
+            hist[hops + len1[i, s]] -= 1
+    _from_arrivals(arrived, adj, t1, np.zeros(n, dtype=np.int64), False, vc_inc, n_vcs, deps,
+                   vc_seen, visited)
     return 0, -1, -1
+
+
+def run_nta(ts, c, deps, vc_seen):
+    """Walk a VAL_nta class; returns ``(hist dict, error or None)``."""
+    from .routing import table_lengths
+
+    topo = ts.topo
+    n = topo.n_switches
+    t1 = ts.tables[c.table1]
+    try:
+        len1 = table_lengths(topo, t1)
+    except RuntimeError as e:
+        return {}, f"class {c.name}: {e}"
+    u, i, d = ts.on_path_triples()
+    keep = u != i
+    u, i, d = u[keep], i[keep], d[keep]
+    jump_off = np.zeros(n * n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(u.astype(np.int64) * n + i, minlength=n * n), out=jump_off[1:])
+    hist = np.zeros(2 * int(len1.max()) + 2, dtype=np.int64)
+    status, a, b = walk_nta(topo.adj, t1, ts.vc_inc.astype(np.int64), ts.num_vcs, c.vc_base,
+                            len1, jump_off, d.astype(np.int64), deps, hist, vc_seen)
+    err = None
+    if status == DEAD_END:
+        err = f"class {c.name}: no table entry at switch {a} for intermediate {b}"
+    elif status == TOO_LONG:
+        err = f"class {c.name}: phase 0 loops at switch {a} toward intermediate {b}"
+    return {int(h): int(k) for h, k in enumerate(hist) if k}, err
 
 
 def run_reach(ts, c, deps, vc_seen):
