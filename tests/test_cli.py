@@ -172,3 +172,17 @@ def test_compare_writes_json_and_png(capsys, tmp_path):
     assert [r["n"] for r in dsnf] == [64, 128]
     assert all(a["diameter"] < b["diameter"] for a, b in zip(dsnf, torus))  # small-world effect
     assert [r["added"] for r in res["expansion"]] == [0, 8, 16]
+
+
+@pytest.mark.parametrize("spec,routing", [
+    ("slimfly:q=5", r) for r in ("min", "val", "val-nta", "val-3h", "ugal-l")] + [
+    ("dragonfly:p=2,a=4,h=2", r) for r in ("min", "val", "ugal-l")] + [
+    ("dsnf:n=32", "dsnf"), ("dsnf:n=32", "min"), ("torus:x=4,y=4", "min")])
+def test_every_exported_table_set_passes_verify(capsys, tmp_path, spec, routing):
+    out = tmp_path / "t"
+    code, stdout, err = run(capsys, "tables", spec, "--routing", routing, "--out", str(out))
+    assert code == 0, err
+    code, stdout, err = run(capsys, "verify", str(out), "--json")
+    rep = json.loads(stdout)
+    assert code == 0 and rep["ok"] and not rep["cycle"], err
+    assert (out / "openflow").is_dir() and (out / "tables.json").exists()
