@@ -308,6 +308,21 @@ def lft_class(ts: TableSet) -> PathClass:
     return ts.cls("min") if "min" in names else ts.classes[-1]
 
 
+def _check_one_vl(ts: TableSet, use: np.ndarray) -> None:
+    """Raise :class:`ExportError` if some ``(switch, in, out)`` toward a network port carries
+    two VCs in ``use[switch, in slot, out slot, vc]``."""
+    topo = ts.topo
+    bad = np.argwhere(use[:, :, 1:].sum(axis=-1) > 1)
+    if len(bad):
+        s, i, o = (int(x) for x in bad[0])
+        p_in = 1 if i == 0 else topo.port_number(s, i - 1)
+        vcs = np.flatnonzero(use[s, i, o + 1]).tolist()
+        raise ExportError(
+            f"{ts.routing} on {topo.name()}: switch {s} in port {p_in}"
+            f"{' (a host port)' if i == 0 else ''} -> out port {topo.port_number(s, o)} "
+            f"carries VCs {vcs}; this routing needs SL-carried VLs (not exported yet)")
+
+
 def vl_map(ts: TableSet) -> np.ndarray:
     """VL of every ``(switch, in slot, out slot)`` for the packets the LFTs route.
 
@@ -365,16 +380,8 @@ def vl_map(ts: TableSet) -> np.ndarray:
             u, d, ins, vc = u[more], d[more], ins[more], vc[more]
         else:
             raise ExportError(f"{ts.routing} on {topo.name()}: table {cls.table1} loops")
+        _check_one_vl(ts, use)  # reject as soon as one (in, out) pair needs two VLs
     cnt = use.sum(axis=-1)
-    bad = np.argwhere(cnt[:, :, 1:] > 1)
-    if len(bad):
-        s, i, o = (int(x) for x in bad[0])
-        p_in = 1 if i == 0 else topo.port_number(s, i - 1)
-        vcs = np.flatnonzero(use[s, i, o + 1]).tolist()
-        raise ExportError(
-            f"{ts.routing} on {topo.name()}: switch {s} in port {p_in}"
-            f"{' (a host port)' if i == 0 else ''} -> out port {topo.port_number(s, o)} "
-            f"carries VCs {vcs}; this routing needs SL-carried VLs (not exported yet)")
     used = cnt > 0
     vmax = V - 1 - np.argmax(use[..., ::-1], axis=-1)
     vl = np.where(used, vmax, -1)
