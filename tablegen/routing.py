@@ -81,28 +81,46 @@ def dragonfly_min(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     grp = topo.group
     to_group = np.full((n, g), -1, dtype=np.int16)
     galt = np.zeros((n, g), dtype=mask_dtype(r))
-    one = alt_one = galt.dtype.type(1)
+    dt = galt.dtype.type
+    x = np.arange(a)
     for G in range(g):
         routers = np.arange(G * a, (G + 1) * a)
-        gtarget = np.where(topo.adj[routers, a - 1:] >= 0, grp[topo.adj[routers, a - 1:]], -1)
-        for T in range(g):
-            if T == G:
-                continue
-            rr, tt = np.nonzero(gtarget == T)
-            if len(rr) == 0:
-                raise TopologyError(f"dragonfly: groups {G} and {T} share no global link")
-            gw = rr[T % len(rr)]
-            for x in range(a):
-                own = tt[rr == x]
-                u = G * a + x
-                if len(own):
-                    to_group[u, T] = a - 1 + own[T % len(own)]
-                    for t in own:
-                        galt[u, T] |= alt_one << (a - 1 + int(t))
-                else:
-                    to_group[u, T] = gw - 1 if gw > x else gw
-                    for y in np.unique(rr):
-                        galt[u, T] |= one << int(y - 1 if y > x else y)
+        nb = topo.adj[routers, a - 1:]
+        gtarget = np.where(nb >= 0, grp[np.maximum(nb, 0)], -1)            # [a, h]
+        valid = gtarget >= 0
+        cnt = np.zeros((a, g), dtype=np.int64)                             # own ports to T
+        np.add.at(cnt, (np.nonzero(valid)[0], gtarget[valid]), 1)
+        per_t = cnt.sum(axis=0)
+        missing = np.flatnonzero(per_t == 0)
+        missing = missing[missing != G]
+        if len(missing):
+            raise TopologyError(f"dragonfly: groups {G} and {missing[0]} share no global link")
+        # own global ports: the one of rank T mod m among the router's m ports toward T
+        seen = np.zeros((a, g), dtype=np.int64)
+        for t in range(h):
+            T = gtarget[:, t]
+            ok = T >= 0
+            rank = seen[x[ok], T[ok]]
+            pick = rank == T[ok] % cnt[x[ok], T[ok]]
+            to_group[routers[ok][pick], T[ok][pick]] = a - 1 + t
+            galt[routers[ok], T[ok]] |= dt(1) << dt(a - 1 + t)
+            seen[x[ok], T[ok]] += 1
+        # other routers: the local port to gateway number T mod m of the group (flat order
+        # of the group's global ports j = r*h + t)
+        flat = gtarget.ravel()
+        order = np.argsort(flat, kind="stable")
+        start = np.searchsorted(flat[order], np.arange(g))
+        Ts = np.arange(g)
+        gw = order[np.minimum(start + Ts % np.maximum(per_t, 1), len(flat) - 1)] // h  # [g]
+        none = cnt == 0
+        none[:, G] = False
+        xs, Tn = np.nonzero(none)
+        gwx = gw[Tn]
+        to_group[routers[xs], Tn] = np.where(gwx > xs, gwx - 1, gwx)
+        for y in range(a):
+            is_gw = cnt[y] > 0                                             # [g]
+            bit = np.where(x == y, 0, dt(1) << np.where(y > x, y - 1, y).astype(galt.dtype))
+            galt[routers] |= np.where(none & is_gw[None, :], bit[:, None], 0).astype(galt.dtype)
     sw = np.arange(n)
     same = grp[:, None] == grp[None, :]
     xr, yr = sw[:, None] % a, sw[None, :] % a
