@@ -12,6 +12,26 @@ from numba import njit
 DEAD_END, TOO_LONG = 1, 2
 
 
+@njit(cache=True, inline="always")
+def _hop(adj, vc_inc, n_vcs, vc_seen, u, j, vc):
+    """Leave ``u`` on network port ``j`` on VC ``vc``: ``(next switch, channel, next VC)``."""
+    vc_seen[vc] = True
+    return adj[u, j], (u * adj.shape[1] + j) * n_vcs + vc, min(vc + vc_inc[u, j], n_vcs - 1)
+
+
+@njit(cache=True)
+def _dest_hist(len1, group, by_group, lmax):
+    """``h[x, L]``: destinations a packet entering phase 1 at ``x`` may have (not ``x``, not
+    in its group for group-level Valiant) that are ``L`` hops away."""
+    n = len1.shape[0]
+    h = np.zeros((n, lmax), dtype=np.int64)
+    for x in range(n):
+        for d in range(n):
+            if d != x and not (by_group and group[d] == group[x]):
+                h[x, len1[x, d]] += 1
+    return h
+
+
 @njit(cache=True)
 def walk_all_pairs(adj, t0, t1, two_phase, exit_port, vc_inc, n_vcs, vc_base, max_hops,
                    deps, hist, vc_seen):
@@ -32,12 +52,9 @@ def walk_all_pairs(adj, t0, t1, two_phase, exit_port, vc_inc, n_vcs, vc_base, ma
                     return DEAD_END, u, d
                 if ph == 0 and exit_port[u, j]:
                     ph = 1
-                vc_seen[vc] = True
                 if inch >= 0:
                     deps[inch, j * n_vcs + vc] = True
-                inch = (u * r + j) * n_vcs + vc
-                vc = min(vc + vc_inc[u, j], n_vcs - 1)
-                u = adj[u, j]
+                u, inch, vc = _hop(adj, vc_inc, n_vcs, vc_seen, u, j, vc)
                 hops += 1
             hist[hops] += 1
     return 0, -1, -1
@@ -65,7 +82,6 @@ def run(ts, c, deps, vc_seen):
 @njit(cache=True)
 def _walk_from(x, d, vc, adj, t1, vc_inc, n_vcs, deps, vc_seen, visited):
     """Phase-1 walk x -> d from VC ``vc``; stops where an earlier walk already went on."""
-    r = adj.shape[1]
     inch = -1
     while x != d:
         j = t1[x, d]
@@ -74,10 +90,7 @@ def _walk_from(x, d, vc, adj, t1, vc_inc, n_vcs, deps, vc_seen, visited):
         if visited[x, d, vc]:
             return
         visited[x, d, vc] = True
-        vc_seen[vc] = True
-        inch = (x * r + j) * n_vcs + vc
-        vc = min(vc + vc_inc[x, j], n_vcs - 1)
-        x = adj[x, j]
+        x, inch, vc = _hop(adj, vc_inc, n_vcs, vc_seen, x, j, vc)
 
 
 @njit(cache=True)
@@ -96,12 +109,7 @@ def walk_reach(adj, t0, t1, group, by_group, n_targets, vc_inc, n_vcs, vc_base, 
     n, r = adj.shape
     arrived = np.zeros(n * r * n_vcs, dtype=np.bool_)
     lmax = hist.shape[0]
-    # h1[x, L]: destinations allowed after arriving at x that are L hops away
-    h1 = np.zeros((n, lmax), dtype=np.int64)
-    for x in range(n):
-        for d in range(n):
-            if d != x and not (by_group and group[d] == group[x]):
-                h1[x, len1[x, d]] += 1
+    h1 = _dest_hist(len1, group, by_group, lmax)
     for s in range(n):
         for tgt in range(n_targets):
             if (by_group and group[s] == tgt) or (not by_group and s == tgt):
@@ -115,10 +123,7 @@ def walk_reach(adj, t0, t1, group, by_group, n_targets, vc_inc, n_vcs, vc_base, 
                     return DEAD_END, u, tgt
                 if inch >= 0:
                     deps[inch, j * n_vcs + vc] = True
-                vc_seen[vc] = True
-                inch = (u * r + j) * n_vcs + vc
-                vc = min(vc + vc_inc[u, j], n_vcs - 1)
-                u = adj[u, j]
+                u, inch, vc = _hop(adj, vc_inc, n_vcs, vc_seen, u, j, vc)
                 hops += 1
             arrived[inch] = True
             for L in range(lmax - hops):
@@ -159,11 +164,8 @@ def walk_nta(adj, t1, vc_inc, n_vcs, vc_base, len1, jump_off, jump_dst, deps, hi
     phase-1 continuations once per (switch, destination, VC)."""
     n, r = adj.shape
     lmax = hist.shape[0]
-    h1 = np.zeros((n, lmax), dtype=np.int64)
-    for x in range(n):
-        for d in range(n):
-            if d != x:
-                h1[x, len1[x, d]] += 1
+    no_group = np.zeros(n, dtype=np.int64)
+    h1 = _dest_hist(len1, no_group, False, lmax)
     arrived = np.zeros(n * r * n_vcs, dtype=np.bool_)
     visited = np.zeros((n, n, n_vcs), dtype=np.bool_)
     mark = np.full(n, -1, dtype=np.int64)
@@ -197,10 +199,7 @@ def walk_nta(adj, t1, vc_inc, n_vcs, vc_base, len1, jump_off, jump_dst, deps, hi
                     return DEAD_END, u, i
                 if inch >= 0:
                     deps[inch, j * n_vcs + vc] = True
-                vc_seen[vc] = True
-                inch = (u * r + j) * n_vcs + vc
-                vc = min(vc + vc_inc[u, j], n_vcs - 1)
-                u = adj[u, j]
+                u, inch, vc = _hop(adj, vc_inc, n_vcs, vc_seen, u, j, vc)
                 hops += 1
             arrived[inch] = True
             for L in range(lmax - hops):
@@ -208,8 +207,7 @@ def walk_nta(adj, t1, vc_inc, n_vcs, vc_base, len1, jump_off, jump_dst, deps, hi
             for k in range(nc):
                 hist[hops + len1[i, consumed[k]]] -= 1
             hist[hops + len1[i, s]] -= 1
-    _from_arrivals(arrived, adj, t1, np.zeros(n, dtype=np.int64), False, vc_inc, n_vcs, deps,
-                   vc_seen, visited)
+    _from_arrivals(arrived, adj, t1, no_group, False, vc_inc, n_vcs, deps, vc_seen, visited)
     return 0, -1, -1
 
 
