@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 the tables failed verification, 2 bad input (one line o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -82,10 +83,13 @@ def build_and_verify(topo: Topology, args, console=None):
     """Build the tables, verify them and tighten the VC count to what the tables use."""
     from .verify import verify
 
+    status = console.status if console is not None else (lambda _msg: contextlib.nullcontext())
     t0 = time.perf_counter()
-    ts = _tables(topo, args)
+    with status(f"{args.routing}: computing tables on {topo.name()}…"):
+        ts = _tables(topo, args)
     t1 = time.perf_counter()
-    rep = verify(ts)
+    with status(f"{args.routing}: verifying (walks, channel dependency graph)…"):
+        rep = verify(ts)
     t2 = time.perf_counter()
     if rep.ok and rep.vcs_used < ts.num_vcs and getattr(args, "vcs", None) is None:
         ts.num_vcs = rep.vcs_used  # VCs never saturated, so fewer VCs route identically
@@ -143,7 +147,9 @@ def cmd_tables(args) -> int:
         print(f"tables: {args.routing} on {topo.name()} failed verification; nothing written",
               file=sys.stderr)
         return 1
-    files, skipped = write_table_set(ts, rep, Path(args.out), tuple(args.formats.split(",")))
+    with console.status(f"writing {args.formats} into {args.out}…"):
+        files, skipped = write_table_set(ts, rep, Path(args.out), tuple(args.formats.split(",")))
+    console.log(f"{len(files)} files written into {args.out}")
     for fmt, why in skipped.items():
         print(f"tables: {fmt} export skipped: {why}", file=sys.stderr)
     print(json.dumps({"out": str(args.out), "routing": ts.routing, "num_vcs": ts.num_vcs,
