@@ -309,7 +309,8 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     from .routing import NONMIN, ROUTINGS
 
-    p = _Parser(prog="fabroute", description=__doc__.splitlines()[0])
+    p = _Parser(prog="fabroute", description="Routing tables, virtual channels and deadlock "
+                "proofs for Slim Fly, Dragonfly and DSN-F fabrics.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def routing_args(sp):
