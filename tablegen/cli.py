@@ -99,13 +99,10 @@ def build_and_verify(topo: Topology, args, console=None):
     return ts, rep
 
 
-def write_table_set(ts, rep, out: Path, formats) -> tuple[list[str], dict[str, str]]:
-    """Write every export of ``ts`` into ``out`` as a whole: everything goes to a sibling
-    temporary directory first, which then replaces ``out``.  A format that cannot express the
-    tables (e.g. InfiniBand for VCs that need SL-carried VLs) is skipped and its reason
-    returned; JSON and the NumPy tables are always written."""
-    from .export import ExportError, export_all
-
+@contextlib.contextmanager
+def _replaced_dir(out: Path):
+    """Yield a sibling temporary directory that replaces ``out`` as a whole when the block
+    succeeds, and is removed (leaving ``out`` as it was) when it raises."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
@@ -113,15 +110,7 @@ def write_table_set(ts, rep, out: Path, formats) -> tuple[list[str], dict[str, s
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        ts.save_npz(tmp / TABLES_NPZ)
-        (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
-        written, skipped = export_all(ts, tmp, formats=("json",)), {}
-        for fmt in (f for f in formats if f != "json"):
-            try:
-                written.update(export_all(ts, tmp, formats=(fmt,)))
-            except ExportError as e:
-                shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
-                skipped[fmt] = str(e)
+        yield tmp
         if out.exists():
             out.rename(old)
         tmp.rename(out)
@@ -129,6 +118,25 @@ def write_table_set(ts, rep, out: Path, formats) -> tuple[list[str], dict[str, s
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_table_set(ts, rep, out: Path, formats, lmc: int = 0,
+                    seed: int = 1) -> tuple[list[str], dict[str, str]]:
+    """Write every export of ``ts`` into ``out`` as a whole (:func:`_replaced_dir`).  A
+    format that cannot express the tables (e.g. InfiniBand when the SLs do not fit the VLs)
+    is skipped and its reason returned; JSON and the NumPy tables are always written."""
+    from .export import ExportError, export_all
+
+    with _replaced_dir(out) as tmp:
+        ts.save_npz(tmp / TABLES_NPZ)
+        (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
+        written, skipped = export_all(ts, tmp, formats=("json",)), {}
+        for fmt in (f for f in formats if f != "json"):
+            try:
+                written.update(export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed))
+            except ExportError as e:
+                shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
+                skipped[fmt] = str(e)
     files = sorted({f for files in written.values() for f in files} | {TABLES_NPZ, REPORT_FILE})
     return files, skipped
 
@@ -174,20 +182,63 @@ def load_table_set(d: Path):
 def cmd_verify(args) -> int:
     from .verify import verify
 
-    ts = load_table_set(Path(args.dir))
+    d = Path(args.dir)
+    ts = load_table_set(d)
     rep = verify(ts)
+    lmc, seed = _ib_params(d, args)
+    ib = _ib_report(ts, lmc, seed) if rep.ok else None
     if args.json:
-        print(json.dumps(rep.to_dict(), indent=1))
+        print(json.dumps(dict(rep.to_dict(), ib=ib), indent=1))
     else:
         print(f"{rep.topology} {rep.routing}: {'OK' if rep.ok else 'FAILED'}; "
               f"VCs used {rep.vcs_used} of {rep.num_vcs}; CDG {rep.cdg.get('dependencies', 0)} "
               f"dependencies, acyclic={not rep.cycle}")
         for name, c in rep.classes.items():
             print(f"  {name}: max {c['max_hops']} hops (bound {c['bound']})")
+        if ib is not None:
+            _print_ib(ib)
     if not rep.ok:
         _print_failure(rep)
         return 1
+    if not ib["ok"]:
+        for e in ib["errors"]:
+            print(f"verify (InfiniBand): {e}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _ib_params(d: Path, args) -> tuple[int, int]:
+    """LMC and seed: the command line's, else those the directory was exported with."""
+    g = next((p for p in (d / "guids.json", d / "ib" / "guids.json") if p.exists()), None)
+    doc = json.loads(g.read_text()) if g is not None else {}
+    lmc = args.lmc if args.lmc is not None else int(doc.get("lmc", 0))
+    seed = args.seed if args.seed is not None else int(doc.get("ib", {}).get("seed", 1))
+    return lmc, seed
+
+
+def _ib_report(ts, lmc: int, seed: int) -> dict:
+    """InfiniBand semantics: layers, SLs, per-VL CDG (``iblayers.verify_ib``)."""
+    from .export import ExportError, lid_plan
+    from .iblayers import IbError, ib_routing
+
+    try:
+        lid_plan(ts.topo, lmc)
+        return ib_routing(ts, lmc, seed)[1]
+    except (IbError, ExportError) as e:
+        return {"ok": False, "lmc": lmc, "errors": [str(e)]}
+
+
+def _print_ib(ib: dict) -> None:
+    if "layers" not in ib:
+        print(f"  InfiniBand (LMC {ib['lmc']}): FAILED")
+        return
+    print(f"  InfiniBand (LMC {ib['lmc']}): {'OK' if ib['ok'] else 'FAILED'}; "
+          f"{ib['sls_used']} SLs, {ib['vls_used']} VLs (max VL {ib['vl_max']}) of "
+          f"{ib['data_vls']} data VLs; CDG {ib['cdg']['dependencies']} dependencies")
+    for lay in ib["layers"]:
+        hist = " ".join(f"{h}:{c}" for h, c in lay["hist"].items())
+        print(f"    offset {lay['offset']} {lay['kind']}: max {lay['max_hops']} hops "
+              f"(bound {lay['bound']}); hops:pairs {hist}")
 
 
 def cmd_path(args) -> int:
@@ -299,6 +350,40 @@ def cmd_demo(args) -> int:
     return status
 
 
+def cmd_ib_export(args) -> int:
+    from .export import ExportError, export_ib, ib_layers, lid_plan
+
+    console = _console()
+    topo = _topology(args.spec)
+    try:
+        lid_plan(topo, args.lmc)     # bad input before any work
+    except ExportError as e:
+        raise UsageError(f"ib export: --lmc {args.lmc}: {e}") from None
+    ts, rep = build_and_verify(topo, args, console)
+    if not rep.ok:
+        _print_failure(rep)
+        print(f"ib export: {args.routing} on {topo.name()} failed verification; nothing written",
+              file=sys.stderr)
+        return 1
+    try:
+        with console.status(f"InfiniBand layers (LMC {args.lmc}), SLs, IB verification…"):
+            ib = ib_layers(ts, args.lmc, args.seed)
+    except ExportError as e:
+        raise UsageError(f"ib export: {e}") from None
+    with console.status(f"writing {args.out}…"), _replaced_dir(Path(args.out)) as tmp:
+        files = export_ib(ts, tmp, lmc=args.lmc, seed=args.seed, flat=True, ib=ib)
+        ts.save_npz(tmp / TABLES_NPZ)
+        (tmp / TOPOLOGY_FILE).write_text(json.dumps(topo.to_dict()))
+    layers, irep = ib
+    summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": args.lmc,
+               "files": sorted(Path(f).name for f in files),
+               **{k: irep[k] for k in ("sls_used", "vls_used", "vl_max", "data_vls")},
+               "layers": [{k: lay[k] for k in ("offset", "kind", "max_hops", "hist")}
+                          for lay in irep["layers"]]}
+    print(json.dumps(summary))
+    return 0
+
+
 # -- parser --------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, as every other bad input
@@ -330,8 +415,12 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--formats", default="json,ib,openflow")
     sp.set_defaults(func=cmd_tables)
 
-    sp = sub.add_parser("verify", help="verify an exported table set")
+    sp = sub.add_parser("verify", help="verify an exported table set (also under InfiniBand "
+                        "semantics: LMC layers, SLs, per-VL CDG)")
     sp.add_argument("dir")
+    sp.add_argument("--lmc", type=int, help="InfiniBand LMC (default: the exported one, or 0)")
+    sp.add_argument("--seed", type=int, help="seed of the Valiant layers' targets (default: "
+                    "the exported one, or 1)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_verify)
 
@@ -371,6 +460,18 @@ def parser() -> argparse.ArgumentParser:
                         "exported")
     sp.add_argument("--out", default="out/demo")
     sp.set_defaults(func=cmd_demo)
+
+    sp = sub.add_parser("ib", help="InfiniBand: LMC layers, SLs and SL2VL for OpenSM + ibsim")
+    ib = sp.add_subparsers(dest="ib_command", required=True)
+    sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
+                       "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
+    sp.add_argument("spec")
+    routing_args(sp)
+    sp.add_argument("--lmc", type=int, default=0, help="LIDs per host = 2^LMC; offset k is "
+                    "routed by layer k (0 = minimal, others the routing's non-minimal paths)")
+    sp.add_argument("--seed", type=int, default=1, help="seed of the Valiant layers' targets")
+    sp.add_argument("--out", required=True)
+    sp.set_defaults(func=cmd_ib_export)
     return p
 
 

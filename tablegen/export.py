@@ -5,7 +5,7 @@ Formats (``docs/formats.md`` specifies every file, its schema and the address pl
 * ``json`` — ``topology.json`` (:meth:`Topology.to_dict`) and ``tables.json`` (the table set,
   arrays as base64; :func:`load_tables_json` reads it back exactly).  Written with
   :func:`json.dump`, not a template.
-* ``ib`` — InfiniBand: ``ib/ibsim.net`` (ibsim fabric), ``ib/lfts.dump`` (LFTs for OpenSM's
+* ``ib`` — InfiniBand: ``ib/fabric.net`` (ibsim fabric), ``ib/lfts.dump`` (LFTs for OpenSM's
   ``file`` routing engine), ``ib/sl2vl.dump``, ``ib/path-sl.txt``, ``ib/guid2lid`` (OpenSM
   LID cache) and ``ib/guids.json`` (our ids -> GUIDs, ports, LIDs).
 * ``openflow`` — OpenFlow 1.3 for Open vSwitch: ``openflow/s<id>.flows`` (and
@@ -54,8 +54,8 @@ from .topology import Topology
 __all__ = [
     "ExportError", "FORMATS", "HCA_GUID_BASE", "HCA_GUID_STRIDE", "LidPlan", "SWITCH_GUID_BASE",
     "export_all", "export_ib", "export_json", "export_openflow", "host_macs", "host_node_guid",
-    "host_port_guid", "lid_plan", "lft_class", "load_tables_json", "path_sl_rows", "switch_guid",
-    "vl_map",
+    "host_path_sls", "host_port_guid", "ib_layers", "lid_plan", "lft_class", "load_tables_json",
+    "path_sl_rows", "switch_guid",
 ]
 
 FORMATS = ("json", "ib", "openflow")
@@ -65,7 +65,6 @@ HCA_GUID_BASE = 0x02FAB00200000000
 HCA_GUID_STRIDE = 0x10
 MAX_UNICAST_LID = 0xBFFF          # 0xC000 and above are multicast LIDs
 MAX_IB_PORT = 254                 # port numbers are 8 bit; 255 is reserved
-MAX_DATA_VL = 14                  # VL15 carries subnet management only
 MAX_PCP_VCS = 8                   # 3-bit PCP
 MAX_VID = 4094                    # 4095 is reserved
 LFT_COMMENT_LINES = 10_000_000    # LFT lines (switches x LIDs) up to which entries keep their
@@ -190,13 +189,24 @@ def lid_plan(topo: Topology, lmc: int = 0) -> LidPlan:
         raise ExportError(f"lmc={lmc}; expected 0..7")
     n, h = topo.n_switches, topo.n_hosts
     step = 1 << lmc
-    first = -(-(n + 1) // step) * step
-    host = first + np.arange(h, dtype=np.int64) * step
+    host = _first_host_lid(n, lmc) + np.arange(h, dtype=np.int64) * step
     top = int(host[-1]) + step - 1 if h else n
     if top > MAX_UNICAST_LID:
-        raise ExportError(f"{topo.name()}: the LID plan needs LIDs up to {top}, beyond the "
-                          f"unicast limit {MAX_UNICAST_LID}; lower the LMC ({lmc})")
+        fits = [m for m in range(8) if _top_lid(n, h, m) <= MAX_UNICAST_LID]
+        raise ExportError(f"{topo.name()}: LMC {lmc} needs LIDs up to 0x{top:X}, beyond the "
+                          f"unicast limit 0x{MAX_UNICAST_LID:X}; lower the LMC (to "
+                          f"{max(fits) if fits else 'none: too many ports'})")
     return LidPlan(lmc, np.arange(1, n + 1, dtype=np.int64), host, top)
+
+
+def _first_host_lid(n: int, lmc: int) -> int:
+    step = 1 << lmc
+    return -(-(n + 1) // step) * step
+
+
+def _top_lid(n: int, h: int, lmc: int) -> int:
+    """Highest LID of the plan: ``N`` switch LIDs, then ``H`` aligned blocks of ``2**lmc``."""
+    return _first_host_lid(n, lmc) + h * (1 << lmc) - 1 if h else n
 
 
 def _group_rank(topo: Topology) -> np.ndarray:
@@ -301,101 +311,11 @@ def load_tables_json(path, topo: Topology) -> TableSet:
 # InfiniBand
 # ---------------------------------------------------------------------------------------------
 def lft_class(ts: TableSet) -> PathClass:
-    """The class whose phase-1 table becomes the destination-based LFT: MIN when the routing
-    has it (UGAL-L), else its only class (a Valiant variant's phase 1 is the MIN table; DSN-F's
-    is MAIN/FINISH)."""
+    """The class whose routes fill LID offset 0 (layer 0): MIN when the routing has it
+    (UGAL-L), else its only class (a Valiant variant's layer 0 is its phase-1 MIN table;
+    DSN-F's is its own routing)."""
     names = [c.name for c in ts.classes]
     return ts.cls("min") if "min" in names else ts.classes[-1]
-
-
-def _check_one_vl(ts: TableSet, use: np.ndarray) -> None:
-    """Raise :class:`ExportError` if some ``(switch, in, out)`` toward a network port carries
-    two VCs in ``use[switch, in slot, out slot, vc]``."""
-    topo = ts.topo
-    bad = np.argwhere(use[:, :, 1:].sum(axis=-1) > 1)
-    if len(bad):
-        s, i, o = (int(x) for x in bad[0])
-        p_in = 1 if i == 0 else topo.port_number(s, i - 1)
-        vcs = np.flatnonzero(use[s, i, o + 1]).tolist()
-        raise ExportError(
-            f"{ts.routing} on {topo.name()}: switch {s} in port {p_in}"
-            f"{' (a host port)' if i == 0 else ''} -> out port {topo.port_number(s, o)} "
-            f"carries VCs {vcs}; this routing needs SL-carried VLs (not exported yet)")
-
-
-def vl_map(ts: TableSet) -> np.ndarray:
-    """VL of every ``(switch, in slot, out slot)`` for the packets the LFTs route.
-
-    Slot 0 is "a host port", slot ``1 + j`` network port index ``j``.  Walks the LFT class's
-    phase-1 table for every (source, destination) switch pair at once; a hop's VL is its VC.
-    Raises :class:`ExportError` when one (in, out) pair toward a network port carries two VCs
-    (InfiniBand picks the VL from (in port, out port, SL) only).  On host-bound out ports the
-    largest VC is used: an HCA consumes whatever arrives, so that VL is not part of any
-    dependency cycle.  Pairs no path uses carry no routed traffic; they get the VL their in
-    port mostly uses toward the network (else toward hosts, else the class's first VC) so
-    that the tables read regularly (Slim Fly MIN: host in -> VL0, switch in -> VL1).
-
-    Complexity: O(N^2 L) vectorised for path length L; memory O(N R^2 V) plus a 2^18-pair
-    working set.
-    """
-    topo = ts.topo
-    n, r = topo.adj.shape
-    cls = lft_class(ts)
-    table = ts.tables[cls.table1]
-    V = ts.num_vcs
-    base = cls.vc_base
-    use = np.zeros((n, r + 1, r + 1, V), dtype=bool)
-    use[:, 0, 0, base] = True            # host to host on one switch never enters the fabric
-    flat_use = use.reshape(-1)
-    adj = topo.adj.astype(np.int64).ravel()
-    peer1 = topo.peer.astype(np.int64).ravel() + 1
-    inc = ts.vc_inc.astype(np.int64).ravel()
-    tab = table.astype(np.int64).ravel()
-    # destinations in chunks keep the working arrays cache-sized (2-3x faster at N = 2064)
-    step = max(1, (1 << 18) // max(n, 1))
-    for lo in range(0, n, step):
-        dd = np.arange(lo, min(n, lo + step))
-        u = np.repeat(np.arange(n), len(dd))
-        d = np.tile(dd, n)
-        keep = u != d
-        u, d = u[keep], d[keep]
-        ins = np.zeros(len(u), dtype=np.int64)
-        vc = np.full(len(u), base, dtype=np.int64)
-        for _ in range(n + 1):
-            if not len(u):
-                break
-            j = tab[u * n + d]
-            if (j < 0).any():
-                k = int(np.flatnonzero(j < 0)[0])
-                raise ExportError(f"{ts.routing} on {topo.name()}: table {cls.table1} has no "
-                                  f"entry at switch {int(u[k])} toward {int(d[k])}")
-            flat_use[((u * (r + 1) + ins) * (r + 1) + j + 1) * V + vc] = True
-            uj = u * r + j
-            u = adj[uj]
-            ins = peer1[uj]
-            vc = np.minimum(vc + inc[uj], V - 1)
-            done = u == d
-            flat_use[((u[done] * (r + 1) + ins[done]) * (r + 1)) * V + vc[done]] = True
-            more = np.flatnonzero(~done)
-            u, d, ins, vc = u[more], d[more], ins[more], vc[more]
-        else:
-            raise ExportError(f"{ts.routing} on {topo.name()}: table {cls.table1} loops")
-        _check_one_vl(ts, use)  # reject as soon as one (in, out) pair needs two VLs
-    cnt = use.sum(axis=-1)
-    used = cnt > 0
-    vmax = V - 1 - np.argmax(use[..., ::-1], axis=-1)
-    vl = np.where(used, vmax, -1)
-    # unused pairs: the VL the in port mostly uses toward the network, else toward hosts
-    net = np.stack([(vl[:, :, 1:] == v).sum(axis=-1) for v in range(V)], axis=-1)
-    alls = np.stack([(vl == v).sum(axis=-1) for v in range(V)], axis=-1)
-    top_net = V - 1 - np.argmax(net[..., ::-1], axis=-1)
-    top_all = V - 1 - np.argmax(alls[..., ::-1], axis=-1)
-    fill = np.where(net.sum(axis=-1) > 0, top_net, np.where(alls.sum(axis=-1) > 0, top_all, base))
-    vl = np.where(used, vl, fill[..., None])
-    if vl.max() > MAX_DATA_VL:
-        raise ExportError(f"{ts.routing} on {topo.name()}: needs VL {int(vl.max())}; "
-                          f"InfiniBand has data VLs 0..{MAX_DATA_VL}")
-    return vl
 
 
 def _ib_names(topo: Topology):
@@ -406,7 +326,24 @@ def _ib_names(topo: Topology):
     return sw_hex, [f"S-{g}" for g in sw_hex], hn_hex, hp_hex, [f"H-{g}" for g in hn_hex]
 
 
-def _plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None) -> list[_Job]:
+def ib_layers(ts: TableSet, lmc: int = 0, seed: int = 1):
+    """LMC layers with SLs (:func:`tablegen.iblayers.ib_routing`) and their IB verification
+    report; raises :class:`ExportError` when they do not fit or fail verification."""
+    from .iblayers import IbError, ib_routing
+
+    lid_plan(ts.topo, lmc)        # the LID budget first: cheap, and the clearest error
+    try:
+        layers, rep = ib_routing(ts, lmc, seed)
+    except IbError as e:
+        raise ExportError(str(e)) from None
+    if not rep["ok"]:
+        raise ExportError(f"{ts.routing} on {ts.topo.name()} (LMC {lmc}) fails InfiniBand "
+                          f"verification: {rep['errors'][0]}")
+    return layers, rep
+
+
+def _plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: int = 1,
+             prefix: str = "ib/", ib=None) -> list[_Job]:
     topo = ts.topo
     n, r = topo.adj.shape
     nports = topo.hosts.astype(np.int64) + r
@@ -414,27 +351,30 @@ def _plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None) -> li
         raise ExportError(f"{topo.name()}: a switch has {int(nports.max())} ports; InfiniBand "
                           f"numbers at most {MAX_IB_PORT}")
     plan = lid_plan(topo, lmc)
-    cls = lft_class(ts)
-    vl = vl_map(ts)
-    missing = [f"class {c.name}: phase 0 ({c.table0}, exit {c.exit}) needs LMC path layers"
-               for c in ts.classes if c.table0 is not None]
+    layers, rep = ib if ib is not None else ib_layers(ts, lmc, seed)
+    missing = [f"class {c.name}: LID offsets >= 1 carry it; needs LMC >= 1"
+               for c in ts.classes[1:] if lmc == 0]
     names = _ib_names(topo)
     if lft_comments is None:
         lft_comments = n * (n + topo.n_hosts * (1 << lmc)) <= LFT_COMMENT_LINES
-    meta = dict(routing=ts.routing, topology=topo.name(), lft_class=cls.name)
     return [
-        ("ib/ibsim.net", lambda: _ibsim_chunks(ts, plan, names)),
-        ("ib/guids.json", lambda: _json_chunks(_guids_doc(ts, plan, names, cls, missing))),
-        ("ib/guid2lid", lambda: _guid2lid_chunks(topo, plan, names)),
-        ("ib/lfts.dump", lambda: _lft_chunks(ts, plan, names, cls, missing, lft_comments)),
-        ("ib/sl2vl.dump", lambda: _sl2vl_chunks(ts, plan, names, vl, cls, meta)),
-        ("ib/path-sl.txt", lambda: _path_sl_chunks(ts, plan, names)),
+        (prefix + "fabric.net", lambda: _ibsim_chunks(ts, plan, names)),
+        (prefix + "guids.json",
+         lambda: _json_chunks(_guids_doc(ts, plan, names, layers, rep, missing))),
+        (prefix + "guid2lid", lambda: _guid2lid_chunks(topo, plan, names)),
+        (prefix + "lfts.dump", lambda: _lft_chunks(ts, plan, names, layers, missing,
+                                                   lft_comments)),
+        (prefix + "sl2vl.dump", lambda: _sl2vl_chunks(ts, plan, names, layers)),
+        (prefix + "path-sl.txt", lambda: _path_sl_chunks(ts, plan, names, layers)),
     ]
 
 
-def export_ib(ts: TableSet, outdir, *, lmc: int = 0,
-              lft_comments: bool | None = None) -> list[str]:
-    """Write the InfiniBand files into ``outdir/ib``.
+def export_ib(ts: TableSet, outdir, *, lmc: int = 0, seed: int = 1,
+              lft_comments: bool | None = None, flat: bool = False, ib=None) -> list[str]:
+    """Write the InfiniBand files into ``outdir/ib`` (``flat``: into ``outdir`` itself).
+
+    ``lmc``/``seed`` choose the layers (:func:`ib_layers`); ``ib`` passes a
+    ``(layers, report)`` pair computed already.
 
     ``lft_comments=False`` drops the ``# <type> portguid 0x…: '<name>'`` tail of every LFT
     line (about 6x smaller files); OpenSM then cannot remap LIDs it assigned differently, so
@@ -442,7 +382,7 @@ def export_ib(ts: TableSet, outdir, *, lmc: int = 0,
     up to :data:`LFT_COMMENT_LINES` LFT lines (switches x LIDs) and drops it beyond: a
     2064-router Dragonfly would otherwise write 2.8 GB.
     """
-    return _run_jobs(outdir, _plan_ib(ts, lmc, lft_comments))
+    return _run_jobs(outdir, _plan_ib(ts, lmc, lft_comments, seed, "" if flat else "ib/", ib))
 
 
 def _ibsim_limits(topo: Topology, plan: LidPlan) -> dict:
@@ -477,7 +417,7 @@ def _ibsim_chunks(ts: TableSet, plan: LidPlan, names) -> Chunks:
         switches=switches)
 
 
-def _guids_doc(ts: TableSet, plan: LidPlan, names, cls: PathClass, missing) -> dict:
+def _guids_doc(ts: TableSet, plan: LidPlan, names, layers, rep: dict, missing) -> dict:
     topo = ts.topo
     n, r = topo.adj.shape
     sw_hex, sw_name, hn_hex, hp_hex, h_name = names
@@ -507,7 +447,11 @@ def _guids_doc(ts: TableSet, plan: LidPlan, names, cls: PathClass, missing) -> d
         "guid_plan": {"switch_base": f"0x{SWITCH_GUID_BASE:016x}",
                       "hca_base": f"0x{HCA_GUID_BASE:016x}", "hca_stride": HCA_GUID_STRIDE,
                       "hca_port_guid": "node_guid + 1"},
-        "lft_class": cls.name, "not_in_lfts": missing, "ibsim_limits": _ibsim_limits(topo, plan),
+        "lft_class": layers.kinds[0], "not_in_lfts": missing,
+        "ibsim_limits": _ibsim_limits(topo, plan),
+        "ib": dict({k: rep[k] for k in ("layers", "sls_used", "vls_used", "vl_max",
+                                        "data_vls", "shortcuts", "cdg")},
+                   seed=layers.info["seed"]),
         "switches": switches, "hosts": hosts,
     }
 
@@ -522,7 +466,8 @@ def _guid2lid_chunks(topo: Topology, plan: LidPlan, names) -> Chunks:
 
 def _lft_ports(ts: TableSet, plan: LidPlan):
     """Per assigned LID (ascending): the LID, its switch, the port at that switch (0 for the
-    switch itself), whether it is a host's, and the switch or host id."""
+    switch itself), whether it is a host's, the switch or host id, and its layer (LID offset;
+    switch LIDs use layer 0)."""
     topo = ts.topo
     n = topo.n_switches
     step = 1 << plan.lmc
@@ -532,16 +477,16 @@ def _lft_ports(ts: TableSet, plan: LidPlan):
     local = np.concatenate([np.zeros(n, dtype=np.int64), np.repeat(ht[:, 2], step)])
     is_host = np.concatenate([np.zeros(n, dtype=bool), np.ones(len(ht) * step, dtype=bool)])
     who = np.concatenate([np.arange(n), np.repeat(ht[:, 0], step)])
-    return lids, dst, local, is_host, who
+    layer = np.concatenate([np.zeros(n, dtype=np.int64), np.tile(np.arange(step), len(ht))])
+    return lids, dst, local, is_host, who, layer
 
 
-def _lft_chunks(ts: TableSet, plan: LidPlan, names, cls: PathClass, missing,
-                comments: bool) -> Chunks:
+def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: bool) -> Chunks:
     topo = ts.topo
     n = topo.n_switches
     sw_hex, sw_name, _, hp_hex, h_name = names
     m = _macros("lfts.dump.j2")
-    lids, dst, local, is_host, who = _lft_ports(ts, plan)
+    lids, dst, local, is_host, who, layer = _lft_ports(ts, plan)
     # One rendered line per LID with a "PPP" placeholder; every switch shares the text.
     lines, offs, pos = [], np.empty(len(lids), dtype=np.int64), 0
     for k, (lid, host, w) in enumerate(zip(lids.tolist(), is_host.tolist(), who.tolist())):
@@ -553,14 +498,14 @@ def _lft_chunks(ts: TableSet, plan: LidPlan, names, cls: PathClass, missing,
         pos += len(line)
         lines.append(line)
     base = np.frombuffer("".join(lines).encode("ascii"), dtype=np.uint8)
-    table = ts.tables[cls.table1]
     footer = str(m.footer(plan.top)).encode()
-    yield str(m.preamble(ts.routing, topo.name(), cls.name, missing, plan.lmc, comments))
+    kinds = [f"{k}={kind}" for k, kind in enumerate(layers.kinds)]
+    yield str(m.preamble(ts.routing, topo.name(), kinds, missing, plan.lmc, comments))
     # the three digit bytes of every line, and their ASCII text for ports 0..999
     at = (offs[:, None] + np.arange(3)).ravel()
     digits = np.array([list(f"{p:03d}".encode()) for p in range(1000)], dtype=np.uint8)
     for u in range(n):
-        port = table[u, dst].astype(np.intp) + (int(topo.hosts[u]) + 1)
+        port = layers.nxt[layer, u, dst].astype(np.intp) + (int(topo.hosts[u]) + 1)
         here = dst == u
         port[here] = local[here]
         body = base.copy()
@@ -570,45 +515,48 @@ def _lft_chunks(ts: TableSet, plan: LidPlan, names, cls: PathClass, missing,
         yield footer
 
 
-def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, vl: np.ndarray, cls: PathClass,
-                  meta: dict) -> Chunks:
+def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
+    from .iblayers import sl2vl_array
+
     topo = ts.topo
     n, r = topo.adj.shape
     sw_hex, sw_name, _, hp_hex, h_name = names
     m = _macros("sl2vl.dump.j2")
-    V = int(vl.max()) + 1
+    vl = sl2vl_array(topo, layers.num_sls)
+    vecs, vid = np.unique(vl.reshape(-1, vl.shape[-1]), axis=0, return_inverse=True)
+    vid = vid.reshape(vl.shape[:-1])
+    V = len(vecs)
     P = int((topo.hosts.astype(np.int64) + r).max(initial=0))
-    # every distinct row text once: index ((in * (P + 1) + out) * V + vl)
-    rowtab = np.array([str(m.row(i, o, [v] * 16)) for i in range(P + 1) for o in range(P + 1)
-                       for v in range(V)], dtype=object)
-    yield str(m.preamble(meta["routing"], meta["topology"], meta["lft_class"]))
+    # every distinct row text once: index ((in * (P + 1) + out) * V + vector id)
+    rowtab = np.array([str(m.row(i, o, vec)) for i in range(P + 1) for o in range(P + 1)
+                       for vec in vecs.tolist()], dtype=object)
+    yield str(m.preamble(ts.routing, topo.name(), layers.num_sls))
     foot = str(m.node_footer())
-    base = cls.vc_base
     for s in range(n):
         hs = int(topo.hosts[s])
-        np_ = hs + r
-        # slot of every port number 0..np_: port 0 (management) -> -1, host -> 0, net j -> 1+j
-        slot = np.concatenate([[-1], np.zeros(hs, dtype=np.int64), 1 + np.arange(r)])
+        # slot of every port number: management port 0 and host ports -> 0, net j -> 1 + j
+        slot = np.concatenate([np.zeros(hs + 1, dtype=np.int64), 1 + np.arange(r)])
         outs = np.concatenate([np.arange(1, hs + 1), hs + 1 + np.flatnonzero(topo.adj[s] >= 0)])
-        ins = np.arange(np_ + 1)
-        si, so = slot[ins], slot[outs]
-        v = vl[s][np.maximum(si, 0)[:, None], so[None, :]]
-        v[si < 0, :] = base
+        ins = np.arange(hs + r + 1)
+        v = vid[s][slot[ins][:, None], slot[outs][None, :]]
         idx = ((ins[:, None] * (P + 1) + outs[None, :]) * V + v).T.ravel()
         yield str(m.node_header("Switch", sw_hex[s], int(plan.switch_lid[s]), sw_name[s]))
         yield "".join(rowtab[idx].tolist())
         yield foot
-    ca_row = str(m.row(0, 0, [base] * 16)) + foot
+    ca_row = str(m.row(0, 0, [0] * 16)) + foot      # HCAs send on VL 0 whatever the SL
     for h in range(topo.n_hosts):
         yield str(m.node_header("Channel Adapter", hp_hex[h], int(plan.host_lid[h]), h_name[h]))
         yield ca_row
 
 
-def path_sl_rows(sl: np.ndarray, port_guids: list[str]) -> list[tuple[str, str, str, int]]:
-    """Compact ``sl[src host, dst host, LMC offset]`` into first-match-wins rows
+def path_sl_rows(sl: np.ndarray, src_guids: list[str],
+                 dst_guids: list[str] | None = None) -> list[tuple[str, str, str, int]]:
+    """Compact ``sl[src port, dst port, LMC offset]`` into first-match-wins rows
     ``(src, dst, offset, sl)`` with ``*`` wildcards: per-path exceptions (``offset`` ``*``
     when all offsets agree) first, then one ``* dst * sl`` row per destination whose paths
-    all agree but differ from the most common SL, then ``* * * <most common SL>``."""
+    all agree but differ from the most common SL, then ``* * * <most common SL>``.
+    ``dst_guids`` defaults to ``src_guids``."""
+    dst_guids = src_guids if dst_guids is None else dst_guids
     sl = np.asarray(sl)
     if sl.size == 0:
         return [("*", "*", "*", 0)]
@@ -620,25 +568,39 @@ def path_sl_rows(sl: np.ndarray, port_guids: list[str]) -> list[tuple[str, str, 
         first = int(col.flat[0])
         if (col == first).all():
             if first != default:
-                by_dst.append(("*", port_guids[d], "*", first))
+                by_dst.append(("*", dst_guids[d], "*", first))
             continue
         major = int(np.bincount(col.ravel()).argmax())
         if major != default:
-            by_dst.append(("*", port_guids[d], "*", major))
+            by_dst.append(("*", dst_guids[d], "*", major))
         for src in np.flatnonzero((col != major).any(axis=1)).tolist():
             offs = col[src]
             if (offs == offs[0]).all():
-                rows.append((port_guids[src], port_guids[d], "*", int(offs[0])))
+                rows.append((src_guids[src], dst_guids[d], "*", int(offs[0])))
             else:
-                rows += [(port_guids[src], port_guids[d], str(k), int(v))
+                rows += [(src_guids[src], dst_guids[d], str(k), int(v))
                          for k, v in enumerate(offs.tolist()) if v != major]
     return rows + by_dst + [("*", "*", "*", default)]
 
 
-def _path_sl_chunks(ts: TableSet, plan: LidPlan, names) -> Chunks:
-    # vl_map() succeeded, so VLs follow from (in port, out port) alone and SL 0 serves every
-    # path: the compact form of an all-zero SL array (never materialised: H^2 entries).
-    rows = [("*", "*", "*", 0)]
+def host_path_sls(layers) -> np.ndarray:
+    """``uint8[H, H + N, 2**lmc]``: the SL of every (source host, destination port, LID
+    offset); destination ports are the hosts, then the switches (port 0, LMC 0: layer 0's
+    route, the same SL on every offset)."""
+    topo = layers.ts.topo
+    sw = topo.host_table()[:, 1]
+    to_hosts = layers.sl[:, sw[:, None], sw[None, :]].transpose(1, 2, 0)
+    to_switches = np.repeat(layers.sl[0][sw][:, :, None], layers.num_layers, axis=2)
+    return np.concatenate([to_hosts, to_switches], axis=1)
+
+
+def _path_sl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
+    sw_hex, _, _, hp_hex, _ = names
+    if layers.num_sls == 1:
+        rows = [("*", "*", "*", 0)]       # never materialise H^2 zeros
+    else:
+        guids = ["0x" + g for g in hp_hex]
+        rows = path_sl_rows(host_path_sls(layers), guids, guids + ["0x" + g for g in sw_hex])
     return _rendered(_env().get_template("path-sl.txt.j2"), routing=ts.routing,
                      topology=ts.topo.name(), lmc=plan.lmc, rows=rows)
 
@@ -888,7 +850,7 @@ def _of_manifest(ctx: _OfContext) -> dict:
 # ---------------------------------------------------------------------------------------------
 # all formats
 # ---------------------------------------------------------------------------------------------
-def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0,
+def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int = 1,
                lft_comments: bool | None = None) -> dict[str, list[str]]:
     """Write every requested format into ``outdir``; returns the written paths per format.
 
@@ -898,7 +860,7 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0,
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ExportError(f"unknown export format(s) {unknown}; expected some of {list(FORMATS)}")
-    planners = {"json": lambda: _plan_json(ts), "ib": lambda: _plan_ib(ts, lmc, lft_comments),
+    planners = {"json": lambda: _plan_json(ts), "ib": lambda: _plan_ib(ts, lmc, lft_comments, seed),
                 "openflow": lambda: _plan_openflow(ts)}
     plans = {f: planners[f]() for f in formats}
     return {f: _run_jobs(outdir, jobs) for f, jobs in plans.items()}

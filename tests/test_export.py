@@ -21,7 +21,7 @@ from tablegen.dragonfly import build_dragonfly
 from tablegen.dsnf import build_dsnf
 from tablegen.export import (
     ExportError, _run_jobs, export_all, export_ib, export_json, export_openflow, host_macs,
-    lid_plan, load_tables_json, path_sl_rows, vl_map,
+    lid_plan, load_tables_json, path_sl_rows,
 )
 from tablegen.routing import build_tables
 from tablegen.slimfly import build_slimfly
@@ -37,9 +37,7 @@ def tables(kind: str, routing: str):
 @functools.lru_cache(maxsize=None)
 def exported(kind: str, routing: str, tmp_root: str) -> Path:
     out = Path(tmp_root) / f"{kind}-{routing}"
-    # DSN-F's dateline VCs need SL-carried VLs, which the IB export rejects (see below)
-    formats = ("json", "openflow") if kind == "dsnf" else ("json", "ib", "openflow")
-    export_all(tables(kind, routing), out, formats=formats)
+    export_all(tables(kind, routing), out)
     return out
 
 
@@ -181,60 +179,28 @@ def parse_sl2vl(path: Path) -> dict[str, dict[tuple[int, int], int]]:
         if m := SL2VL_HEAD.match(line):
             cur = out.setdefault("0x" + m.group(2), {})
         elif m := SL2VL_ROW.match(line):
-            vls = {int(v) for v in m.group(3).split()}
-            assert len(vls) == 1, "every SL maps to the same VL"
-            cur[(int(m.group(1)), int(m.group(2)))] = vls.pop()
+            cur[(int(m.group(1)), int(m.group(2)))] = tuple(int(v) for v in m.group(3).split())
     return out
 
 
-def test_sl2vl_slimfly_min(root):
-    ts = tables("sf5", "min")
-    out = exported("sf5", "min", root)
+@pytest.mark.parametrize("kind", ["sf5", "df"])
+def test_sl2vl_minimal_routing_needs_no_sl(root, kind):
+    # VL 0 entering from a host (or port 0), VL 1 entering from a switch, whatever the SL;
+    # HCAs send on VL 0; one path-SL row: "* * * 0".
+    ts = tables(kind, "min")
+    out = exported(kind, "min", root)
     g, _ = ib_maps(out)
     sl2vl = parse_sl2vl(out / "ib" / "sl2vl.dump")
-    p = int(ts.topo.hosts[0])
     for sw in g["switches"]:
         rows = sl2vl[sw["guid"]]
-        nports = sw["num_ports"]
+        p = int(ts.topo.hosts[sw["id"]])
         assert {o for _, o in rows} == {q["port"] for q in sw["ports"]}
-        assert {i for i, _ in rows} == set(range(nports + 1))
-        for (i, o), vl in rows.items():
-            if 1 <= i <= p:
-                assert vl == 0, (sw["id"], i, o)
-            elif i > p:
-                assert vl == 1, (sw["id"], i, o)
-    assert all(r == {(0, 0): 0} for guid, r in sl2vl.items()
+        assert {i for i, _ in rows} == set(range(sw["num_ports"] + 1))
+        for (i, o), vls in rows.items():
+            assert vls == ((0,) * 16 if i <= p else (1,) * 16), (sw["id"], i, o)
+    assert all(r == {(0, 0): (0,) * 16} for guid, r in sl2vl.items()
                if guid in {h["port_guid"] for h in g["hosts"]})
     assert (out / "ib" / "path-sl.txt").read_text().splitlines()[-1] == "* * * 0"
-
-
-def test_sl2vl_dragonfly_min_changes_vl_after_global_hop(root):
-    ts = tables("df", "min")
-    topo = ts.topo
-    out = exported("df", "min", root)
-    g, _ = ib_maps(out)
-    sl2vl = parse_sl2vl(out / "ib" / "sl2vl.dump")
-    glob = topo.kind_names.index("global")
-    for sw in g["switches"]:
-        s, p = sw["id"], int(topo.hosts[sw["id"]])
-        kind = {p + 1 + j: topo.link_kind[s, j] for j in range(topo.radix)}
-        rows = sl2vl[sw["guid"]]
-        hosts = range(1, p + 1)
-        for (i, o), vl in rows.items():
-            if i in hosts:
-                assert vl == 0
-            elif i in kind and kind[i] == glob and o in kind:
-                assert vl == 1, "after the global hop"
-            elif i in kind and kind[i] == glob:
-                assert vl == 1
-            elif i in kind and o in kind and kind[o] == glob:
-                assert vl == 0, "before the global hop"
-
-
-def test_vl_map_rejects_dateline_routings():
-    for kind, routing in [("dsnf", "dsnf"), ("torus", "min")]:
-        with pytest.raises(ExportError, match="SL-carried VLs"):
-            vl_map(tables(kind, routing))
 
 
 NET_NODE = re.compile(r'^(Switch|Hca)\s+(\d+)\s+"([^"]+)"')
@@ -249,7 +215,7 @@ def test_ibsim_net_lists_both_link_ends_hcas_first(root):
     name_to_sw = {sw["name"]: sw["id"] for sw in g["switches"]}
     name_to_host = {h["name"]: h["id"] for h in g["hosts"]}
     records, cur, guid = [], None, None
-    for line in (out / "ib" / "ibsim.net").read_text().splitlines():
+    for line in (out / "ib" / "fabric.net").read_text().splitlines():
         if line.startswith(("switchguid=", "caguid=")):
             guid = line.split("=")[1]
         elif m := NET_NODE.match(line):
@@ -569,8 +535,9 @@ def test_openflow_dragonfly_aggregates_remote_groups(tmp_path):
 # errors and atomic writes
 # ---------------------------------------------------------------------------------------------
 def test_rejected_export_writes_nothing(tmp_path):
-    with pytest.raises(ExportError, match="SL-carried VLs"):
-        export_all(tables("torus", "min"), tmp_path)
+    ts = build_tables(build_slimfly(13), "min")        # 3,380 hosts x 16 LIDs > 0xBFFF
+    with pytest.raises(ExportError, match="lower the LMC"):
+        export_all(ts, tmp_path, lmc=4)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,0 +1,281 @@
+"""InfiniBand layers, SLs and their verification under IB semantics (tablegen.iblayers), and
+the files ``fabroute ib export`` writes from them.  The loading into real OpenSM is
+tests/test_ib_apply.py."""
+
+import functools
+import json
+import re
+
+import numpy as np
+import pytest
+
+from tablegen.cli import main
+from tablegen.export import export_ib, host_path_sls, ib_layers
+from tablegen.iblayers import (IB_DATA_VLS, IbError, assign_sls, build_layers, ib_routing,
+                               sl2vl_array, verify_ib, walk_layers)
+from tablegen.routing import build_tables
+from tablegen.spec import build
+
+
+@functools.lru_cache(maxsize=None)
+def routed(spec: str, routing: str, lmc: int):
+    ts = build_tables(build(spec), routing)
+    layers, rep = ib_routing(ts, lmc)
+    return ts, layers, rep
+
+
+def _paths(layers):
+    """Switch sequence of every (layer, src, dst) path."""
+    topo = layers.ts.topo
+    chans, _ = walk_layers(topo, layers.nxt)
+    L, n, _ = layers.nxt.shape
+    out = {}
+    for p, row in enumerate(chans):
+        k, u, d = np.unravel_index(p, (L, n, n))
+        hops = [int(c) for c in row if c >= 0]
+        out[k, u, d] = [int(u)] + [int(topo.adj[c // topo.radix, c % topo.radix]) for c in hops]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# layers
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec,routing", [("slimfly:q=5", "val"), ("slimfly:q=5", "val-3h"),
+                                          ("slimfly:q=5", "ugal-l"),
+                                          ("dragonfly:p=2,a=4,h=2", "val"),
+                                          ("dsnf:n=32", "dsnf")])
+def test_every_layer_delivers_within_its_bound_and_layer0_is_minimal(spec, routing):
+    ts, layers, rep = routed(spec, routing, 2)
+    assert rep["ok"], rep["errors"]
+    n = ts.topo.n_switches
+    for k, lay in enumerate(rep["layers"]):
+        assert lay["max_hops"] <= lay["bound"]
+        assert sum(lay["hist"].values()) == n * (n - 1)
+    paths = _paths(layers)
+    for (k, u, d), sw in paths.items():
+        assert sw[-1] == d and len(set(sw)) == len(sw), "delivered, never revisiting a switch"
+    if routing != "dsnf":
+        assert np.array_equal(layers.nxt[0][~np.eye(n, dtype=bool)],
+                              ts.tables["min"][~np.eye(n, dtype=bool)])
+
+
+def test_val3h_layers_stay_within_three_hops_and_are_not_minimal():
+    ts, layers, rep = routed("slimfly:q=7", "val-3h", 2)
+    n = ts.topo.n_switches
+    off = ~np.eye(n, dtype=bool)
+    assert [lay["kind"] for lay in rep["layers"]] == ["min"] + ["val-3h"] * 3
+    assert layers.hops[1:][:, off].max() == 3
+    assert (layers.hops[1:][:, off] > layers.hops[0][off]).mean() > 0.5
+    # the target of every non-minimal layer is a neighbour of the destination
+    for k in range(1, 4):
+        assert all(layers.target[k, d] in set(ts.topo.adj[d].tolist()) for d in range(n))
+
+
+def test_valiant_layers_pass_their_target_or_shortcut_onto_its_path():
+    ts, layers, _ = routed("slimfly:q=5", "val", 2)
+    for (k, u, d), sw in _paths(layers).items():
+        if k == 0 or u == d:
+            continue
+        t = int(layers.target[k, d])
+        trunk = _min_path(ts, t, d)
+        # the path reaches the trunk (target -> d on MIN) and then follows it to d
+        first = next(i for i, x in enumerate(sw) if x in trunk)
+        assert sw[first:] == trunk[trunk.index(sw[first]):]
+        assert sw[:first + 1] == _min_path(ts, u, t)[:first + 1]
+
+
+def _min_path(ts, u, d):
+    x, out = u, [u]
+    while x != d:
+        x = int(ts.topo.adj[x, ts.tables["min"][x, d]])
+        out.append(x)
+    return out
+
+
+def test_dragonfly_group_valiant_layers_visit_their_group():
+    ts, layers, rep = routed("dragonfly:p=2,a=4,h=2", "val", 2)
+    grp = ts.topo.group
+    assert [lay["kind"] for lay in rep["layers"]][1:] == ["val-group"] * 3
+    for (k, u, d), sw in _paths(layers).items():
+        if k and grp[u] != grp[d]:
+            assert int(layers.target[k, d]) in {int(grp[x]) for x in sw}
+            assert len(sw) - 1 <= 5
+
+
+def test_min_alternative_layers_are_minimal_and_differ():
+    ts, layers, rep = routed("slimfly:q=7", "min", 2)
+    assert np.array_equal(layers.hops[1], layers.hops[0])
+    assert (layers.nxt[1] != layers.nxt[0]).any()
+    alt = ts.alternatives.astype(np.int64)
+    n = ts.topo.n_switches
+    for k in range(4):
+        j = layers.nxt[k].astype(np.int64)
+        ok = ~np.eye(n, dtype=bool)
+        assert ((alt[ok] >> j[ok]) & 1).all(), "every next hop is an equal-cost minimal one"
+
+
+def test_layers_are_reproducible_from_the_seed():
+    ts = build_tables(build("slimfly:q=5"), "val")
+    a, b, c = (build_layers(ts, 2, seed) for seed in (1, 1, 2))
+    assert np.array_equal(a.nxt, b.nxt) and not np.array_equal(a.target, c.target)
+
+
+# ---------------------------------------------------------------------------------------------
+# SLs and VLs
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec,routing,lmc,sls", [("slimfly:q=5", "min", 0, 1),
+                                                  ("dragonfly:p=2,a=4,h=2", "min", 2, 1),
+                                                  ("dsnf:n=32", "dsnf", 0, 1)])
+def test_minimal_routings_need_one_sl(spec, routing, lmc, sls):
+    _, layers, rep = routed(spec, routing, lmc)
+    assert rep["ok"] and rep["sls_used"] == sls and rep["vls_used"] == 2 and rep["vl_max"] == 1
+
+
+@pytest.mark.parametrize("spec,routing,lmc", [("slimfly:q=5", "val-3h", 2),
+                                              ("dragonfly:p=2,a=4,h=2", "val", 2),
+                                              ("dsnf:n=64", "dsnf", 0)])
+def test_sls_break_every_cycle_and_are_needed(spec, routing, lmc):
+    ts, layers, rep = routed(spec, routing, lmc)
+    assert rep["ok"] and rep["sls_used"] >= 2
+    assert rep["vls_used"] == rep["sls_used"] + 1 <= IB_DATA_VLS
+    # negative control: the same paths all on SL 0 deadlock (a cycle is found and printed)
+    flat = build_layers(ts, lmc)
+    bad = verify_ib(flat, sl2vl_array(ts.topo, 1))
+    assert not bad["ok"] and "cycle" in bad["errors"][0]
+
+
+def test_verify_ib_catches_a_loop_and_a_broken_bound():
+    ts = build_tables(build("slimfly:q=5"), "val-3h")
+    layers = assign_sls(build_layers(ts, 1))
+    vl = sl2vl_array(ts.topo, layers.num_sls)
+    layers.bounds[1] = 2
+    rep = verify_ib(layers, vl)
+    assert not rep["ok"] and "bound is 2" in rep["errors"][0]
+    u, d = 0, int(np.flatnonzero(layers.hops[0, 0] == 2)[0])
+    v = int(ts.topo.adj[u, layers.nxt[0, u, d]])
+    layers.nxt[0, v, d] = np.flatnonzero(ts.topo.adj[v] == u)[0]    # back to u: a loop
+    rep = verify_ib(layers, vl)
+    assert not rep["ok"] and "loops" in rep["errors"][0]
+
+
+def test_too_many_sls_is_a_clear_error():
+    ts = build_tables(build("dsnf:n=64"), "dsnf")
+    with pytest.raises(IbError, match=r"more than 2 SLs needed.*8 data VLs"):
+        assign_sls(build_layers(ts, 0), max_sls=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# the exported files say exactly what the layers say
+# ---------------------------------------------------------------------------------------------
+SL2VL_HEAD = re.compile(r"^(Switch|Channel Adapter) 0x([0-9a-f]{16}), base LID (\d+)")
+SL2VL_ROW = re.compile(r"^(\d+)\s+(\d+)\s+:((?:\s+\d+){16})\s*$")
+
+
+@pytest.fixture(scope="module")
+def sf5_val3h(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ib") / "sf5"
+    ts, layers, rep = routed("slimfly:q=5", "val-3h", 2)
+    export_ib(ts, out, lmc=2, flat=True, ib=(layers, rep))
+    return ts, layers, out
+
+
+def test_lfts_route_every_lid_offset_by_its_layer(sf5_val3h):
+    ts, layers, out = sf5_val3h
+    topo = ts.topo
+    g = json.loads((out / "guids.json").read_text())
+    by_guid = {s["guid"]: s["id"] for s in g["switches"]}
+    lid_of = {}
+    for h in g["hosts"]:
+        for k in range(4):
+            lid_of[h["lid"] + k] = (h["switch"], h["switch_port"], k)
+    sw, checked = None, 0
+    for line in (out / "lfts.dump").read_text().splitlines():
+        if m := re.match(r"Unicast lids .* guid (0x[0-9a-f]+)", line):
+            sw = by_guid[m.group(1)]
+        elif line.startswith("0x") and int(line.split()[0], 16) in lid_of:
+            d, local, k = lid_of[int(line.split()[0], 16)]
+            port = int(line.split()[1])
+            want = local if sw == d else int(topo.hosts[sw]) + 1 + int(layers.nxt[k, sw, d])
+            assert port == want
+            checked += 1
+    assert checked == topo.n_switches * topo.n_hosts * 4
+
+
+def test_sl2vl_file_is_the_verified_array(sf5_val3h):
+    ts, layers, out = sf5_val3h
+    topo = ts.topo
+    vl = sl2vl_array(topo, layers.num_sls)
+    g = json.loads((out / "guids.json").read_text())
+    sid = {s["guid"][2:]: s["id"] for s in g["switches"]}
+    cur, rows = None, 0
+    for line in (out / "sl2vl.dump").read_text().splitlines():
+        if m := SL2VL_HEAD.match(line):
+            cur = sid.get(m.group(2))
+        elif (m := SL2VL_ROW.match(line)) and cur is not None:
+            i, o = int(m.group(1)), int(m.group(2))
+            p = int(topo.hosts[cur])
+            slot = lambda port: 0 if port <= p else port - p  # noqa: E731
+            got = [int(v) for v in m.group(3).split()]
+            assert got == vl[cur, slot(i), slot(o)].tolist()
+            rows += 1
+    assert rows > 0 and g["ib"]["sls_used"] == layers.num_sls == 2
+
+
+def test_path_sl_file_gives_every_path_its_sl(sf5_val3h):
+    ts, layers, out = sf5_val3h
+    g = json.loads((out / "guids.json").read_text())
+    rows = [l.split() for l in (out / "path-sl.txt").read_text().splitlines()
+            if l and not l.startswith("#")]
+    want = host_path_sls(layers)
+    hosts = [h["port_guid"] for h in g["hosts"]]
+    dsts = hosts + [s["guid"] for s in g["switches"]]
+    index = {}
+    for src, dst, off, sl in rows:
+        index.setdefault((src, dst), []).append((off, int(sl)))
+
+    def lookup(src, dst, k):
+        for key in ((src, dst), ("*", dst), ("*", "*")):
+            for off, sl in index.get(key, []):
+                if off in ("*", str(k)):
+                    return sl
+        raise AssertionError("no row")
+
+    rng = np.random.default_rng(0)
+    for i, j, k in zip(rng.integers(0, len(hosts), 3000), rng.integers(0, len(dsts), 3000),
+                       rng.integers(0, 4, 3000)):
+        assert lookup(hosts[i], dsts[j], k) == want[i, j, k]
+    assert set(np.unique(want).tolist()) == {0, 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------------
+def test_cli_ib_export_then_verify(tmp_path, capsys):
+    out = tmp_path / "df"
+    assert main(["ib", "export", "dragonfly:p=2,a=4,h=2", "--routing", "val", "--lmc", "1",
+                 "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["files"] == ["fabric.net", "guid2lid", "guids.json", "lfts.dump",
+                                "path-sl.txt", "sl2vl.dump"]
+    assert [lay["kind"] for lay in summary["layers"]] == ["min", "val-group"]
+    assert main(["verify", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "InfiniBand (LMC 1): OK; 2 SLs, 3 VLs (max VL 2) of 8 data VLs" in text
+    assert "offset 1 val-group: max 5 hops" in text
+
+
+def test_cli_ib_export_rejects_an_lmc_beyond_the_lid_space(tmp_path, capsys):
+    out = tmp_path / "x"
+    assert main(["ib", "export", "slimfly:q=13", "--routing", "min", "--lmc", "4",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "0xbfff" in err.lower() and "lower the LMC" in err
+    assert not out.exists()
+
+
+def test_ib_layers_rejects_before_writing(tmp_path):
+    from tablegen.export import ExportError
+
+    ts = build_tables(build("dsnf:n=32"), "dsnf")
+    with pytest.raises(ExportError, match="expected 0..7"):
+        ib_layers(ts, 8)
