@@ -5,14 +5,14 @@ PY      := /usr/bin/python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
-APT_PKGS := python3-venv
+APT_PKGS := python3-venv openvswitch-switch mininet
 SHELL   := /bin/bash
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean ovs
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install$$missing"; \
@@ -26,8 +26,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/fabroute demo --out out/demo
 
-test: $(STAMP)
-	$(VPY) -m pytest -q -n 2 tests
+test: $(STAMP) ovs
+	$(VPY) -m pytest -q -n 2 --dist loadgroup tests
+
+# Open vSwitch (userspace datapath); apt does not start services here.  --no-mlockall: else
+# ovs-vswitchd keeps ~600 MB locked.
+ovs: $(STAMP)
+	@/usr/share/openvswitch/scripts/ovs-ctl status >/dev/null 2>&1 || \
+	  /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random --no-monitor --no-mlockall
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

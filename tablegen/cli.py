@@ -350,6 +350,19 @@ def cmd_demo(args) -> int:
     return status
 
 
+def cmd_controller(args) -> int:
+    from controller.launcher import run
+
+    ts = load_table_set(Path(args.dir))
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"controller: --listen {args.listen!r}; expected HOST:PORT, e.g. "
+                         "127.0.0.1:6653")
+    run(ts, args.listen, Path(args.status) if args.status else None,
+        Path(args.log) if args.log else None)
+    return 0
+
+
 def cmd_ib_export(args) -> int:
     from .export import ExportError, export_ib, ib_layers, lid_plan
 
@@ -460,6 +473,14 @@ def parser() -> argparse.ArgumentParser:
                         "exported")
     sp.add_argument("--out", default="out/demo")
     sp.set_defaults(func=cmd_demo)
+
+    sp = sub.add_parser("controller", help="OpenFlow 1.3 controller (os-ken): install DIR's "
+                        "tables into every switch that connects, verify, repair")
+    sp.add_argument("dir", help="a 'fabroute tables' output directory")
+    sp.add_argument("--listen", default="127.0.0.1:6653", help="HOST:PORT to listen on")
+    sp.add_argument("--status", help="JSON file kept up to date with every switch's state")
+    sp.add_argument("--log", help="log file (default stderr)")
+    sp.set_defaults(func=cmd_controller)
 
     sp = sub.add_parser("ib", help="InfiniBand: LMC layers, SLs and SL2VL for OpenSM + ibsim")
     ib = sp.add_subparsers(dest="ib_command", required=True)

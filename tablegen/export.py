@@ -48,6 +48,7 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from . import openflow as of
 from .tables import PathClass, TableSet
 from .topology import Topology
 
@@ -65,17 +66,8 @@ HCA_GUID_BASE = 0x02FAB00200000000
 HCA_GUID_STRIDE = 0x10
 MAX_UNICAST_LID = 0xBFFF          # 0xC000 and above are multicast LIDs
 MAX_IB_PORT = 254                 # port numbers are 8 bit; 255 is reserved
-MAX_PCP_VCS = 8                   # 3-bit PCP
-MAX_VID = 4094                    # 4095 is reserved
 LFT_COMMENT_LINES = 10_000_000    # LFT lines (switches x LIDs) up to which entries keep their
                                   # "# <type> portguid ...: '<name>'" tail (~75 instead of 11 B)
-
-# OpenFlow tables; goto_table must move forward, so the phase exit (which rewrites the VID the
-# forwarding lookup matches on) needs a table of its own before forwarding.
-T_INGRESS, T_ARRIVE, T_FWD, T_EGRESS = 0, 1, 2, 3
-GROUP_MASK = "ff:ff:ff:00:00:00"
-SWITCH_MASK = "ff:ff:ff:ff:ff:00"
-
 
 class ExportError(ValueError):
     """The table set cannot be expressed in a format; the message is one line."""
@@ -209,45 +201,12 @@ def _top_lid(n: int, h: int, lmc: int) -> int:
     return _first_host_lid(n, lmc) + h * (1 << lmc) - 1 if h else n
 
 
-def _group_rank(topo: Topology) -> np.ndarray:
-    """Rank of every switch inside its group (by id)."""
-    grp = topo.group.astype(np.int64)
-    order = np.lexsort((np.arange(topo.n_switches), grp))
-    start = np.searchsorted(grp[order], grp[order], side="left")
-    rank = np.empty(topo.n_switches, dtype=np.int64)
-    rank[order] = np.arange(topo.n_switches) - start
-    return rank
-
-
-def _check_mac_plan(topo: Topology) -> None:
-    if topo.n_groups > 0xFFFF or _group_rank(topo).max(initial=0) > 0xFFFF:
-        raise ExportError(f"{topo.name()}: {topo.n_groups} groups or a group of more than "
-                          "65536 switches do not fit the 02:GG:GG:LL:LL:EE MAC plan")
-    if topo.hosts.max(initial=0) > 256:
-        raise ExportError(f"{topo.name()}: {int(topo.hosts.max())} hosts on a switch; the MAC "
-                          "plan has one byte for the host index")
-
-
-def _switch_mac(topo: Topology) -> np.ndarray:
-    """MAC of host index 0 of every switch, i.e. the switch prefix (uint64)."""
-    g = topo.group.astype(np.uint64)
-    return (np.uint64(0x02) << np.uint64(40)) | (g << np.uint64(24)) | (
-        _group_rank(topo).astype(np.uint64) << np.uint64(8))
-
-
 def host_macs(topo: Topology) -> np.ndarray:
-    """``uint64[H]`` MAC address of every host (``02:GG:GG:LL:LL:EE``)."""
-    _check_mac_plan(topo)
-    ht = topo.host_table()
-    return _switch_mac(topo)[ht[:, 1]] | (ht[:, 2] - 1).astype(np.uint64)
-
-
-def _mac_str(values) -> list[str]:
-    out = []
-    for v in np.asarray(values, dtype=np.uint64).tolist():
-        s = f"{v:012x}"
-        out.append(f"{s[0:2]}:{s[2:4]}:{s[4:6]}:{s[6:8]}:{s[8:10]}:{s[10:12]}")
-    return out
+    """``uint64[H]`` MAC address of every host (:func:`tablegen.openflow.host_macs`)."""
+    try:
+        return of.host_macs(topo)
+    except of.OpenFlowError as e:
+        raise ExportError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,123 +567,20 @@ def _path_sl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
 # ---------------------------------------------------------------------------------------------
 # OpenFlow
 # ---------------------------------------------------------------------------------------------
-def _effective_vcs(ts: TableSet) -> int:
-    """VCs the PCP must carry: ``ts.num_vcs`` (``fabroute tables`` tightens it to what the
-    verified paths use)."""
-    if ts.num_vcs > MAX_PCP_VCS:
-        raise ExportError(f"{ts.routing} on {ts.topo.name()}: {ts.num_vcs} VCs; the VLAN PCP "
-                          f"carries at most {MAX_PCP_VCS}")
-    return max(ts.num_vcs, 1)
-
-
-def _aggregate(table: np.ndarray, grp: np.ndarray, n_groups: int):
-    """Per (switch u, group G not containing u): the majority port toward G's switches and
-    whether a group entry pays off (>= 2 switches agree); plus the (u, d) pairs that need a
-    switch entry.  u's own group always gets switch entries: a group entry there could bounce
-    a packet for an unknown switch of the group between members forever."""
-    n = table.shape[0]
-    R = int(table.max(initial=0)) + 1
-    valid = table >= 0
-    if np.bincount(grp, minlength=n_groups).max(initial=0) < 2:
-        # singleton groups (torus, DSN): nothing to aggregate
-        return (np.zeros((n, n_groups), dtype=bool), np.zeros((n, n_groups), dtype=np.int64),
-                valid.copy())
-    key = (np.arange(n)[:, None] * n_groups + grp[None, :]) * R + np.where(valid, table, 0)
-    if n * n_groups * R <= 1 << 26:
-        counts = np.bincount(key[valid], minlength=n * n_groups * R).reshape(n, n_groups, R)
-        maj = counts.argmax(axis=2)
-        best = counts.max(axis=2)
-    else:
-        # sparse: sort (u, G, port) keys; per (u, G) the first of the largest runs wins
-        k, c = np.unique(key[valid], return_counts=True)
-        ug, port = k // R, k % R
-        order = np.lexsort((port, -c, ug))
-        ug, port, c = ug[order], port[order], c[order]
-        head = np.r_[True, ug[1:] != ug[:-1]]
-        maj = np.zeros(n * n_groups, dtype=np.int64)
-        best = np.zeros(n * n_groups, dtype=np.int64)
-        maj[ug[head]], best[ug[head]] = port[head], c[head]
-        maj, best = maj.reshape(n, n_groups), best.reshape(n, n_groups)
-    use = best >= 2
-    use[np.arange(n), grp] = False
-    covered = use[np.arange(n)[:, None], grp[None, :]] & (
-        table == maj[np.arange(n)[:, None], grp[None, :]])
-    exc = valid & ~covered
-    return use, maj, exc
-
-
-@dataclass
-class _OfContext:
-    ts: TableSet
-    V: int
-    ingress: dict
-    choice: PathClass | None
-    deliver_vids: list
-    host_mac: list
-    sw_prefix: list
-    grp_prefix: list
-    phase_tables: list          # (vid, use, maj, exc_rows, exc_cols, exc_split, table, leave, cls)
-    vid_targets: list           # classes whose phase 0 heads for a switch or group (VID 1 + t)
-    on_path: tuple | None
-    width: int
-
-
 def _plan_openflow(ts: TableSet) -> list[_Job]:
-    topo = ts.topo
-    n, r = topo.adj.shape
-    _check_mac_plan(topo)
-    if len({c.table1 for c in ts.classes}) > 1:
-        raise ExportError(f"{ts.routing}: classes use different phase-1 tables; VID 0 cannot "
-                          "tell them apart")
-    V = _effective_vcs(ts)
-    grp = topo.group.astype(np.int64)
-    G = topo.n_groups
-    first = ts.classes[0]
-    choice = next((c for c in ts.classes if c.inter != "none"), None)
-    to_target = [c for c in ts.classes if c.table0 is not None and c.target0 != "dst"]
-    to_dst = [c for c in ts.classes if c.table0 is not None and c.target0 == "dst"]
-    if to_target and to_dst:
-        raise ExportError(f"{ts.routing}: mixes DSN-F style and Valiant phase 0; their VIDs "
-                          "would collide")
-    for c in to_target:
-        top = 1 + (G - 1 if c.target0 == "group" else n - 1)
-        if top > MAX_VID:
-            raise ExportError(f"{ts.routing} on {topo.name()}: class {c.name} needs VID {top}; "
-                              f"VLAN IDs end at {MAX_VID}")
-    if first.table0 is None:
-        ingress = {"pcp": first.vc_base, "vid": 0, "group": None}
-    elif first.target0 == "dst":
-        ingress = {"pcp": first.vc_base, "vid": 1, "group": None}
-    else:
-        ingress = {"pcp": first.vc_base, "vid": None, "group": 1}
-
-    host_mac = _mac_str(host_macs(topo))
-    sw_prefix = _mac_str(_switch_mac(topo))
-    gmac = (np.uint64(0x02) << np.uint64(40)) | (np.arange(G, dtype=np.uint64) << np.uint64(24))
-    grp_prefix = _mac_str(gmac)
-
-    phase_tables = []
-    specs = [(0, ts.tables[ts.classes[-1].table1], None)]
-    specs += [(1, ts.tables[c.table0], c) for c in to_dst]
-    for vid, table, c in specs:
-        use, maj, exc = _aggregate(table, grp, G)
-        er, ec = np.nonzero(exc)
-        split = np.searchsorted(er, np.arange(n + 1))
-        leave = None
-        if c is not None and c.exit == "port":
-            leave = ts.exit_port
-        phase_tables.append((vid, use, maj, er, ec, split, table, leave, c))
-    on_path = ts.on_path_triples() if any(c.exit == "on_path" for c in to_target) else None
-    deliver_vids = [0] + ([1] if to_dst else [])
-    ctx = _OfContext(ts, V, ingress, choice, deliver_vids, host_mac, sw_prefix, grp_prefix,
-                     phase_tables, to_target, on_path, max(4, len(str(n - 1))))
+    try:
+        p = of.plan(ts)
+    except of.OpenFlowError as e:
+        raise ExportError(str(e)) from None
+    n = ts.topo.n_switches
+    width = max(4, len(str(n - 1)))
     jobs: list[_Job] = []
     for u in range(n):
-        name = f"openflow/s{u:0{ctx.width}d}"
-        jobs.append((name + ".flows", lambda u=u: _of_flows(ctx, u)))
-        if choice is not None:
-            jobs.append((name + ".groups", lambda u=u: _of_groups(ctx, u)))
-    jobs.append(("openflow/manifest.json", lambda: _json_chunks(_of_manifest(ctx))))
+        name = f"openflow/s{u:0{width}d}"
+        jobs.append((name + ".flows", lambda u=u: _of_flows(p, u, width)))
+        if p.choice is not None:
+            jobs.append((name + ".groups", lambda u=u: _of_groups(p, u)))
+    jobs.append(("openflow/manifest.json", lambda: _json_chunks(_of_manifest(p, width))))
     return jobs
 
 
@@ -733,117 +589,43 @@ def export_openflow(ts: TableSet, outdir) -> list[str]:
     return _run_jobs(outdir, _plan_openflow(ts))
 
 
-def _buckets(ctx: _OfContext, u: int, c: PathClass) -> list[tuple[int, int]]:
-    """(VID, weight) per bucket: uniform over the class's phase-0 targets.  VAL_3h's target
-    only decides the first hop, so targets sharing a first hop share one bucket (weight = their
-    number; VID = the neighbour on that port when it is one of them)."""
-    topo = ctx.ts.topo
-    n = topo.n_switches
-    if c.target0 == "group":
-        g = int(topo.group[u])
-        return [(1 + G, 1) for G in range(topo.n_groups) if G != g]
-    if c.inter != "switch-3h":
-        return [(1 + i, 1) for i in range(n) if i != u]
-    t0 = ctx.ts.tables[c.table0][u]
-    cand = np.flatnonzero(np.arange(n) != u)
-    out = []
-    for j in np.unique(t0[cand]).tolist():
-        members = cand[t0[cand] == j]
-        nb = int(topo.adj[u, j])
-        rep = nb if nb in set(members.tolist()) else int(members[0])
-        out.append((1 + rep, len(members)))
-    return out
+def _of_groups(p, u: int) -> Chunks:
+    prog = of.program(p, u)
+    return _rendered(_env().get_template("openflow.groups.j2"), sw=u, dpid=f"{prog.dpid:016x}",
+                     routing=p.ts.routing, topology=p.ts.topo.name(),
+                     groups=[(g.note, of.ofctl_group(g)) for g in prog.groups])
 
 
-def _of_groups(ctx: _OfContext, u: int) -> Chunks:
-    c = ctx.choice
-    groups = [(1, c.name, c.vc_base, _buckets(ctx, u, c))]
-    return _rendered(_env().get_template("openflow.groups.j2"), sw=u, dpid=f"{u + 1:016x}",
-                     routing=ctx.ts.routing, topology=ctx.ts.topo.name(), groups=groups,
-                     t_arrive=T_ARRIVE)
-
-
-def _of_flows(ctx: _OfContext, u: int) -> Chunks:
-    ts, topo = ctx.ts, ctx.ts.topo
-    n = topo.n_switches
-    hs = int(topo.hosts[u])
-    off = int(topo.host_offset[u])
-    grp = topo.group
-    pn = hs + 1                                   # port number of network index 0
-    local = [(ctx.host_mac[off + e], e + 1) for e in range(hs)]
-    net = np.flatnonzero(topo.adj[u] >= 0)
-    net_ports = (pn + net).tolist()
-
-    arrive = []
-    for c in ctx.vid_targets:
-        if c.exit in ("reach", "on_path"):
-            arrive.append((1 + (u if c.target0 == "switch" else int(grp[u])), None, None))
-        if c.exit == "on_path" and ctx.on_path is not None:
-            ou, oi, od = ctx.on_path
-            lo, hi = np.searchsorted(ou, [u, u + 1])
-            arrive += [(1 + i, ctx.sw_prefix[d], SWITCH_MASK)
-                       for i, d in zip(oi[lo:hi].tolist(), od[lo:hi].tolist()) if i != u]
-
-    deliver = [(vid, mac, port) for vid in ctx.deliver_vids for mac, port in local]
-
-    fwd = []
-    for vid, use, maj, er, ec, split, table, leave, _c in ctx.phase_tables:
-        gs = np.flatnonzero(use[u])
-        for G, j in zip(gs.tolist(), maj[u, gs].tolist()):
-            fwd.append((200, vid, ctx.grp_prefix[G], GROUP_MASK,
-                        bool(leave is not None and leave[u, j]), pn + j))
-        ds = ec[split[u]:split[u + 1]]
-        for d, j in zip(ds.tolist(), table[u, ds].tolist()):
-            fwd.append((300, vid, ctx.sw_prefix[d], SWITCH_MASK,
-                        bool(leave is not None and leave[u, j]), pn + j))
-    for c in ctx.vid_targets:
-        t0 = ts.tables[c.table0][u]
-        if c.inter == "switch-3h":
-            targets = [vid - 1 for vid, _ in _buckets(ctx, u, c)]
-        elif c.target0 == "group":
-            targets = [G for G in range(topo.n_groups) if G != int(grp[u])]
-        else:
-            targets = [i for i in range(n) if i != u]
-        for t in targets:
-            j = int(t0[t])
-            leave = c.exit == "first_hop" or (c.exit == "port" and bool(ts.exit_port[u, j]))
-            fwd.append((100, 1 + t, None, None, leave, pn + j))
-
-    V = ctx.V
-    egress = [(pn + j, v, min(v + int(ts.vc_inc[u, j]), V - 1))
-              for j in net.tolist() for v in range(V)]
-    # only phase 0 toward an intermediate can lead a packet back out of the port it came in
-    # on (minimal and DSN-F paths never revisit a switch)
-    uturn = egress if ctx.vid_targets else []
-    groups_file = (f"s{u:0{ctx.width}d}.groups" if ctx.choice is not None else None)
+def _of_flows(p, u: int, width: int) -> Chunks:
+    prog = of.program(p, u)
     return _rendered(
-        _env().get_template("openflow.flows.j2"), sw=u, dpid=f"{u + 1:016x}",
-        routing=ts.routing, topology=topo.name(), vcs=V, t_arrive=T_ARRIVE, t_fwd=T_FWD,
-        t_egress=T_EGRESS, groups_file=groups_file, local=local,
-        host_ports=list(range(1, hs + 1)), ingress=ctx.ingress, net_ports=net_ports,
-        arrive=arrive, deliver=deliver, fwd=fwd, egress=egress, uturn=uturn)
+        _env().get_template("openflow.flows.j2"), sw=u, dpid=f"{prog.dpid:016x}",
+        routing=p.ts.routing, topology=p.ts.topo.name(), vcs=p.V, t_choice=of.T_CHOICE,
+        t_arrive=of.T_ARRIVE, t_fwd=of.T_FWD, t_egress=of.T_EGRESS,
+        groups_file=(f"s{u:0{width}d}.groups" if prog.groups else None),
+        flows=[of.ofctl_flow(f) for f in prog.flows])
 
 
-def _of_manifest(ctx: _OfContext) -> dict:
-    ts, topo = ctx.ts, ctx.ts.topo
+def _of_manifest(p, width: int) -> dict:
+    ts, topo = p.ts, p.ts.topo
     n = topo.n_switches
-    rank = _group_rank(topo)
+    rank = of.group_rank(topo)
     return {
-        "format": "fabroute-openflow", "version": 1, "routing": ts.routing,
-        "topology": topo.name(), "openflow": "1.3", "vcs": ctx.V,
-        "tables": {"ingress": T_INGRESS, "phase_exit": T_ARRIVE, "forward": T_FWD,
-                   "egress": T_EGRESS},
-        "ingress": {"class": ts.classes[0].name, **ctx.ingress},
-        "choice_class": None if ctx.choice is None else ctx.choice.name,
+        "format": "fabroute-openflow", "version": 2, "routing": ts.routing,
+        "topology": topo.name(), "openflow": "1.3", "vcs": p.V,
+        "tables": {"ingress": of.T_INGRESS, "choice": of.T_CHOICE, "phase_exit": of.T_ARRIVE,
+                   "forward": of.T_FWD, "egress": of.T_EGRESS},
+        "ingress": {"class": ts.classes[0].name, **p.ingress},
+        "choice_class": None if p.choice is None else p.choice.name,
         "mac_layout": "02:GG:GG:LL:LL:EE (group, rank in group, host index)",
-        "masks": {"group": GROUP_MASK, "switch": SWITCH_MASK},
-        "switches": [{"id": s, "dpid": f"{s + 1:016x}", "group": int(topo.group[s]),
-                      "rank": int(rank[s]), "mac_prefix": ctx.sw_prefix[s],
-                      "flows": f"s{s:0{ctx.width}d}.flows",
-                      "groups": (f"s{s:0{ctx.width}d}.groups" if ctx.choice else None)}
+        "masks": {"group": of.GROUP_MASK, "switch": of.SWITCH_MASK},
+        "switches": [{"id": s, "dpid": f"{of.dpid(s):016x}", "group": int(topo.group[s]),
+                      "rank": int(rank[s]), "mac_prefix": p.sw_prefix[s],
+                      "flows": f"s{s:0{width}d}.flows",
+                      "groups": (f"s{s:0{width}d}.groups" if p.choice else None)}
                      for s in range(n)],
-        "hosts": [{"id": h, "switch": s, "port": p, "mac": ctx.host_mac[h]}
-                  for h, s, p in topo.host_table().tolist()],
+        "hosts": [{"id": h, "switch": s, "port": q, "mac": p.host_mac[h]}
+                  for h, s, q in topo.host_table().tolist()],
     }
 
 

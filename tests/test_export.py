@@ -335,8 +335,10 @@ class Switch:
                     shape.append(("dl_dst", mask))
                     key.append(mac_int(v) & mask)
                 else:
-                    shape.append((name, None))
-                    key.append(int(val, 0))
+                    v, _, mask = val.partition("/")
+                    mask = int(mask, 0) if mask else None
+                    shape.append((name, mask))
+                    key.append(int(v, 0) & (mask if mask is not None else -1))
             space = self.tables.setdefault(table, {}).setdefault(tuple(shape), {})
             k = tuple(key)
             assert k not in space or space[k][0] != prio, f"ambiguous flows: {line}"
@@ -372,6 +374,14 @@ class Switch:
                     key.append(pkt["metadata"])
                 elif name == "dl_dst":
                     key.append(pkt["dst"] & mask)
+                elif name == "vlan_tci":            # only ever "a VLAN tag is present"
+                    if pkt["vlan"] is None:
+                        break
+                    key.append(0x1000 & mask)
+                elif name in ("dl_type", "nw_proto", "tp_src"):
+                    if name not in pkt:
+                        break
+                    key.append(pkt[name] & (mask if mask is not None else -1))
                 else:
                     raise AssertionError(f"unexpected match field {name}")
             else:
@@ -381,7 +391,7 @@ class Switch:
         return None if best is None else best[1]
 
 
-def run_actions(sw: Switch, actions, pkt, pick, outputs):
+def run_actions(sw: Switch, actions, pkt, pick, outputs, table=None):
     for a in actions:
         if a.startswith("goto_table:"):
             run_table(sw, int(a.split(":")[1]), pkt, pick, outputs)
@@ -397,6 +407,8 @@ def run_actions(sw: Switch, actions, pkt, pick, outputs):
             if field == "vlan_vid":
                 assert int(val) & 0x1000, "OpenFlow 1.3 needs OFPVID_PRESENT"
                 pkt["vlan"][0] = int(val) & 0xFFF
+                if table == CHOICE_TABLE:
+                    pkt["chosen"].append(pkt["vlan"][0] - 1)
             else:
                 assert field == "vlan_pcp"
                 pkt["vlan"][1] = int(val)
@@ -419,7 +431,10 @@ def run_actions(sw: Switch, actions, pkt, pick, outputs):
 def run_table(sw, table, pkt, pick, outputs):
     actions = sw.lookup(table, pkt)
     assert actions is not None, f"table-miss in table {table} for {pkt}"
-    run_actions(sw, actions, pkt, pick, outputs)
+    run_actions(sw, actions, pkt, pick, outputs, table)
+
+
+CHOICE_TABLE = 1
 
 
 def bucket_target(bucket) -> int:
@@ -440,7 +455,7 @@ def simulate_all(ts, out: Path):
     assert macs == host_macs(topo).tolist()
     ht = topo.host_table()
     ingress = man["ingress"]
-    cls = ts.cls(man["choice_class"] if ingress["group"] is not None else ingress["class"])
+    cls = ts.cls(man["choice_class"] if ingress["choice"] else ingress["class"])
     memo, walks = {}, {}
     checked = 0
     for hs, ss, ps in ht.tolist():
@@ -448,10 +463,15 @@ def simulate_all(ts, out: Path):
             if hd == hs:
                 continue        # OpenFlow drops a frame sent back out of its ingress port
             choice = hs * 7 + hd * 13
-            pkt = {"in_port": ps, "vlan": None, "dst": macs[hd], "metadata": 0, "queue": None}
+            # half the packets UDP (the source-choice table splits them by source port), half
+            # other traffic (the SELECT group)
+            l4 = {"dl_type": 0x0800, "nw_proto": 17, "tp_src": 49152 + choice} if choice % 2 else {}
+            pkt = {"in_port": ps, "vlan": None, "dst": macs[hd], "metadata": 0, "queue": None,
+                   **l4}
             sw, hops, chosen = ss, [], []
             while True:
-                key = (sw, pkt["in_port"], tuple(pkt["vlan"] or ()), pkt["dst"])
+                key = (sw, pkt["in_port"], tuple(pkt["vlan"] or ()), pkt["dst"],
+                       pkt.get("tp_src"))
                 if key not in memo:
                     outputs, notes = [], []
 
@@ -460,7 +480,8 @@ def simulate_all(ts, out: Path):
                         notes.append(bucket_target(buckets[b]))
                         return b
 
-                    fresh = dict(pkt, vlan=None if pkt["vlan"] is None else list(pkt["vlan"]))
+                    fresh = dict(pkt, vlan=None if pkt["vlan"] is None else list(pkt["vlan"]),
+                                 chosen=notes)
                     run_table(switches[sw], 0, fresh, pick, outputs)
                     assert len(outputs) == 1
                     memo[key] = (outputs[0], notes)
@@ -474,7 +495,7 @@ def simulate_all(ts, out: Path):
                 nxt = int(topo.adj[sw, j])
                 pkt = {"in_port": int(topo.hosts[nxt]) + 1 + int(topo.peer[sw, j]),
                        "vlan": list(after["vlan"]), "dst": after["dst"], "metadata": 0,
-                       "queue": None}
+                       "queue": None, **l4}
                 sw = nxt
                 assert len(hops) <= cls.max_hops + 2
             if ss == sd:
@@ -502,7 +523,7 @@ def test_openflow_pipeline_follows_the_tables(root, kind, routing):
 def test_openflow_ugal_starts_minimal_and_ships_the_valiant_group(root):
     out = exported("df", "ugal-l", root)
     man = json.loads((out / "openflow" / "manifest.json").read_text())
-    assert man["ingress"] == {"class": "min", "pcp": 1, "vid": 0, "group": None}
+    assert man["ingress"] == {"class": "min", "pcp": 1, "vid": 0, "choice": False}
     assert man["choice_class"] == "val-group"
     assert "group_id=1,type=select" in (out / "openflow" / man["switches"][0]["groups"]).read_text()
 
@@ -525,7 +546,7 @@ def test_openflow_dragonfly_aggregates_remote_groups(tmp_path):
     ts = build_tables(build_dragonfly(2, 8, 4), "min")     # 33 groups of 8 routers
     export_openflow(ts, tmp_path)
     text = (tmp_path / "openflow" / "s0000.flows").read_text()
-    fwd = [l for l in text.splitlines() if l.startswith("table=2,") and "dl_vlan=0,dl_dst=" in l]
+    fwd = [l for l in text.splitlines() if l.startswith("table=3,") and "dl_vlan=0,dl_dst=" in l]
     group = [l for l in fwd if "/ff:ff:ff:00:00:00" in l]
     assert len(group) == ts.topo.n_groups - 1
     assert len(fwd) - len(group) - int(ts.topo.hosts[0]) == 8 - 1   # own group, per switch
