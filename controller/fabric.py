@@ -113,24 +113,26 @@ class Fabric:
         self.switches[dpid] = st
         return st
 
-    def expected_ports(self, switch: int) -> set[int]:
-        """OpenFlow port numbers the switch must have: its host ports and connected network
-        ports, numbered as in the tables."""
+    def expected_ports(self, switch: int) -> tuple[set[int], set[int]]:
+        """OpenFlow port numbers of the switch's host ports and connected network ports, as
+        the tables number them."""
         hs = int(self.topo.hosts[switch])
-        net = [hs + 1 + int(j) for j in (self.topo.adj[switch] >= 0).nonzero()[0]]
-        return set(range(1, hs + 1)) | set(net)
+        net = {hs + 1 + int(j) for j in (self.topo.adj[switch] >= 0).nonzero()[0]}
+        return set(range(1, hs + 1)), net
 
     def check_ports(self, switch: int, ports) -> str | None:
-        """``None`` when the datapath's port numbers (reserved ports ignored) are the ones the
-        tables use; else a one-line reason — tables of another fabric, or miswired ports."""
+        """``None`` when the datapath's ports (reserved ones ignored) fit the tables: every
+        network port present, host ports among the switch's (a host port may be empty), no
+        other port; else a one-line reason — tables of another fabric, or miswiring."""
         have = {int(p) for p in ports if int(p) < 0xFF00}
-        want = self.expected_ports(switch)
-        if have == want:
+        host, net = self.expected_ports(switch)
+        missing, extra = sorted(net - have), sorted(have - net - host)
+        if not missing and not extra:
             return None
-        missing, extra = sorted(want - have), sorted(have - want)
         return (f"switch {switch} of {self.topo.name()} has ports {sorted(have)[:12]}; the "
-                f"tables need {sorted(want)[:12]} (missing {missing[:8]}, unexpected "
-                f"{extra[:8]}): tables of another fabric?")
+                f"tables need network ports {sorted(net)[:12]} and host ports <= "
+                f"{len(host)} (missing {missing[:8]}, unexpected {extra[:8]}): tables of "
+                f"another fabric?")
 
     def refuse(self, dpid: int) -> None:
         st = self.switches.get(dpid)

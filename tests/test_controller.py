@@ -135,3 +135,15 @@ def test_udp_source_port_selects_the_intermediate():
         assert dict((a[1], a[2]) for a in hit[0].actions if a[0] == "set_field")[
             "vlan_vid"] == 0x1000 | (1 + t)
     assert udp_src_for(prog, 0) is None, "a switch is never its own intermediate"
+
+
+def test_port_check_accepts_empty_host_ports_and_refuses_another_fabric():
+    fab = Fabric(ts_of("slimfly:q=5", "min"))
+    host, net = fab.expected_ports(0)
+    assert host == {1, 2, 3, 4} and net == set(range(5, 12))
+    local = 0xFFFFFFFE
+    assert fab.check_ports(0, host | net | {local}) is None
+    assert fab.check_ports(0, {1} | net) is None, "an emulation may attach fewer hosts"
+    why = fab.check_ports(0, host | (net - {7}))
+    assert "missing [7]" in why and "tables of another fabric?" in why
+    assert "unexpected [12]" in fab.check_ports(0, host | net | {12})
