@@ -5,7 +5,8 @@ PY      := /usr/bin/python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
-APT_PKGS := python3-venv openvswitch-switch mininet
+APT_PKGS := python3-venv opensm ibsim-utils infiniband-diags gcc libc6-dev libopensm-dev libibumad-dev libibmad-dev \
+            openvswitch-switch mininet
 SHELL   := /bin/bash
 
 .PHONY: demo test install clean ovs

@@ -397,6 +397,21 @@ def cmd_ib_export(args) -> int:
     return 0
 
 
+def cmd_ib_apply(args) -> int:
+    from .ib_apply import ApplyError, BadInput, apply
+
+    try:
+        rep = apply(Path(args.dir), keep_logs=args.keep_logs, max_paths=args.max_paths)
+    except BadInput as e:
+        raise UsageError(f"ib apply: {e}") from None
+    except ApplyError as e:
+        print(json.dumps(dict(e.report, error=str(e), ok=False), indent=1))
+        print(f"ib apply: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(rep, indent=1))
+    return 0 if rep["ok"] else 1
+
+
 # -- parser --------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, as every other bad input
@@ -482,7 +497,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--log", help="log file (default stderr)")
     sp.set_defaults(func=cmd_controller)
 
-    sp = sub.add_parser("ib", help="InfiniBand: LMC layers, SLs and SL2VL for OpenSM + ibsim")
+    sp = sub.add_parser("ib", help="InfiniBand: export LMC layers, SLs and SL2VL; load them into "
+                        "OpenSM on ibsim and compare")
     ib = sp.add_subparsers(dest="ib_command", required=True)
     sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
                        "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
@@ -493,6 +509,16 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, default=1, help="seed of the Valiant layers' targets")
     sp.add_argument("--out", required=True)
     sp.set_defaults(func=cmd_ib_export)
+    sp = ib.add_parser("apply", help="run ibsim + OpenSM (engine 'fabroute': our LFTs, SL2VL "
+                       "and path SLs) on the files in DIR or DIR/ib, read LFTs, SL2VL tables and "
+                       "PathRecord SLs back, compare (exit 1 on any mismatch)")
+    sp.add_argument("dir")
+    sp.add_argument("--keep-logs", action="store_true",
+                    help="keep the scratch directory (ibsim/OpenSM logs) and name it")
+    sp.add_argument("--max-paths", type=int, default=200_000,
+                    help="PathRecords to read back before sampling deterministically "
+                         "(0 = all; default 200000)")
+    sp.set_defaults(func=cmd_ib_apply)
     return p
 
 
