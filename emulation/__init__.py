@@ -1,1 +1,2 @@
-"""fabroute emulation (built in a later issue)."""
+"""fabroute emulation: Open vSwitch (userspace datapath) + Mininet hosts + scapy probes
+(docs/emulation.md)."""

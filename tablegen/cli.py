@@ -391,6 +391,31 @@ def cmd_controller(args) -> int:
     return 0
 
 
+def cmd_emulate(args) -> int:
+    from emulation.net import EmulationError
+    from emulation.session import run
+
+    console = _console()
+    topo = _topology(args.spec)
+    if args.hosts_per_switch is not None and not 1 <= args.hosts_per_switch <= int(
+            topo.hosts.min(initial=1)):
+        raise UsageError(f"emulate: --hosts-per-switch {args.hosts_per_switch}; expected 1.."
+                         f"{int(topo.hosts.min(initial=1))} for {topo.name()}")
+    ts, rep = build_and_verify(topo, args, console)
+    if not rep.ok:
+        _print_failure(rep)
+        return 1
+    try:
+        report = run(ts, check=args.check, samples=args.samples,
+                     hosts_per_switch=args.hosts_per_switch, keep=args.keep,
+                     log=console.log)
+    except EmulationError as e:
+        print(f"emulate: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(report))
+    return 0 if report["ok"] else 1
+
+
 def cmd_ib_export(args) -> int:
     from .export import ExportError, export_ib, ib_layers, lid_plan
 
@@ -525,6 +550,19 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--log", help="log file (default stderr)")
     sp.set_defaults(func=cmd_controller)
 
+    sp = sub.add_parser("emulate", help="Mininet + Open vSwitch: install the tables with the "
+                        "controller, probe every host pair, prove sampled paths and VCs")
+    sp.add_argument("spec")
+    routing_args(sp)
+    sp.add_argument("--check", choices=("all-pairs", "sample"), default="all-pairs")
+    sp.add_argument("--samples", type=int, default=12, help="host pairs whose exact path and "
+                    "VCs are proven (Valiant: 2 intermediates each)")
+    sp.add_argument("--hosts-per-switch", type=int, help="attach fewer hosts than the topology "
+                    "has (faster on big fabrics)")
+    sp.add_argument("--keep", action="store_true", help="leave the net and the controller up "
+                    "until Ctrl-C")
+    sp.set_defaults(func=cmd_emulate)
+
     sp = sub.add_parser("ib", help="InfiniBand: export LMC layers, SLs and SL2VL; load them into "
                         "OpenSM on ibsim and compare")
     ib = sp.add_subparsers(dest="ib_command", required=True)
@@ -547,6 +585,10 @@ def parser() -> argparse.ArgumentParser:
                     help="PathRecords to read back before sampling deterministically "
                          "(0 = all; default 200000)")
     sp.set_defaults(func=cmd_ib_apply)
+
+    from simulator.cli import add_parsers
+
+    add_parsers(sub)            # simulate, sweep
     return p
 
 

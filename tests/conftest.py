@@ -24,3 +24,11 @@ def sf5():
 @pytest.fixture
 def df72():
     return dragonfly()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "ovs: runs real Open vSwitch (userspace datapath) and Mininet hosts as root "
+        "(apt: openvswitch-switch mininet); one net at a time: keep these tests in the "
+        "xdist group 'ovs' (pytest -n 2 --dist loadgroup)")

@@ -1,0 +1,127 @@
+"""``simulate`` and ``sweep`` subcommands; ``add_parsers(subparsers)`` adds them to a CLI.
+
+    fabroute simulate SPEC --routing R --traffic T --load X [--config FILE] [--seed S]
+    fabroute sweep SPEC --routing R [R ...] --traffic T --loads 0.1,0.2,... [--config FILE]
+                   [--seed S] [--workers W] [--out PATH]
+    fabroute sweep --experiment simulator/experiments/dragonfly-fig8a.toml [--out PATH]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .config import ROUTINGS, SimConfig, load_experiment
+
+
+def add_parsers(subparsers) -> None:
+    p = subparsers.add_parser("simulate", help="flit-level simulation of one load point (JSON)")
+    p.add_argument("spec", help="topology SPEC, e.g. dragonfly:p=2,a=4,h=2")
+    p.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
+    p.add_argument("--traffic", "-t", default="uniform")
+    p.add_argument("--load", "-l", type=float, required=True)
+    p.add_argument("--config", "-c", help="TOML/JSON file of SimConfig keys")
+    p.add_argument("--seed", "-s", type=int, default=1)
+    p.add_argument("--vcs", type=int, help="force the number of VCs of the tables")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one SimConfig key (repeatable)")
+    p.set_defaults(func=cmd_simulate)
+
+    s = subparsers.add_parser("sweep", help="latency vs offered load for several routings")
+    s.add_argument("spec", nargs="?", help="topology SPEC (or --experiment)")
+    s.add_argument("--experiment", "-e", help="experiment file (simulator/experiments/*.toml)")
+    s.add_argument("--routing", "-r", nargs="+",
+                   help=f"routings ({', '.join(ROUTINGS)}), or ROUTING@SPEC")
+    s.add_argument("--traffic", "-t")
+    s.add_argument("--loads", help="comma-separated offered loads, e.g. 0.1,0.2,0.3")
+    s.add_argument("--config", "-c")
+    s.add_argument("--seed", "-s", type=int)
+    s.add_argument("--workers", "-j", type=int)
+    s.add_argument("--out", "-o", help="output path without suffix (.json and .png)")
+    s.add_argument("--vcs", type=int)
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_sweep)
+
+
+def _config(path, sets) -> SimConfig:
+    cfg = SimConfig.load(path) if path else SimConfig()
+    return cfg.replace(**_sets(sets)) if sets else cfg
+
+
+def _sets(sets) -> dict:
+    out = {}
+    for item in sets:
+        k, eq, v = item.partition("=")
+        if not eq:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def cmd_simulate(args) -> int:
+    from tablegen.cli import UsageError
+    from tablegen.spec import build
+
+    from .run import simulate, tables_for
+    from .traffic import parse
+
+    try:                        # bad input: one line, exit 2, before any simulation
+        cfg = _config(args.config, args.set)
+        parse(args.traffic)
+        if not 0 < args.load <= 1:
+            raise ValueError(f"--load {args.load}; expected 0 < load <= 1 (flits per cycle "
+                             "per host)")
+        ts, over = tables_for(build(args.spec), args.routing, args.vcs)
+    except (ValueError, KeyError, OSError) as e:
+        raise UsageError(f"simulate: {e}") from None
+    if over:
+        cfg = cfg.replace(**over)
+    r = simulate(ts, cfg, args.traffic, args.load, args.seed)
+    json.dump(r, sys.stdout, indent=1)
+    print()
+    return 1 if r["deadlock"] or r["status"] != "ok" else 0
+
+
+def cmd_sweep(args) -> int:
+    from tablegen.cli import UsageError
+
+    from .sweep import sweep
+    from .traffic import parse
+
+    exp: dict = {}
+    cfg = None
+    try:
+        if args.experiment:
+            exp, cfg = load_experiment(args.experiment)
+            if args.config or args.set:
+                cfg = cfg.replace(**(_config(args.config, []).to_dict() if args.config
+                                     else {}), **_sets(args.set))
+        else:
+            cfg = _config(args.config, args.set)
+        parse(args.traffic or exp.get("traffic", "uniform"))
+        loads = ([float(x) for x in args.loads.split(",")] if args.loads
+                 else exp.get("loads"))
+        if loads and not all(0 < x <= 1 for x in loads):
+            raise ValueError(f"--loads {loads}; expected 0 < load <= 1")
+    except (ValueError, KeyError, OSError) as e:
+        raise UsageError(f"sweep: {e}") from None
+    spec = args.spec or exp.get("spec")
+    routings = args.routing or exp.get("routings")
+    traffic = args.traffic or exp.get("traffic", "uniform")
+    if not (spec and routings and loads):
+        raise UsageError("sweep: needs SPEC, --routing and --loads (or --experiment FILE)")
+    seed = args.seed if args.seed is not None else exp.get("seed", 1)
+    out = args.out or (f"out/sim/{exp['name']}" if exp.get("name") else None)
+    res = sweep(spec, routings, traffic, loads, cfg, seed=seed, workers=args.workers, out=out,
+                title=exp.get("figure"), progress=not args.quiet, vcs=args.vcs)
+    summary = [{"routing": p["routing_name"], "offered": p["offered"],
+                "accepted": round(p["accepted"], 4),
+                "latency_avg": p["latency_avg"] and round(p["latency_avg"], 2),
+                "saturated": p["saturated"]} for p in res["points"]]
+    json.dump({"out": str(out) if out else None, "points": summary}, sys.stdout, indent=1)
+    print()
+    return 0

@@ -1,0 +1,156 @@
+"""Simulation parameters: :class:`SimConfig` (every parameter with its default).
+
+Load from a TOML or JSON file with :meth:`SimConfig.load`; unknown keys are an error.  An
+experiment file (``simulator/experiments/*.toml``) may also carry the keys of
+:data:`EXPERIMENT_KEYS` (topology, routings, traffic, loads, seed), which
+:func:`load_experiment` separates from the simulation parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+EXPERIMENT_KEYS = ("name", "figure", "spec", "routings", "traffic", "loads", "seed", "note")
+
+
+@dataclass
+class SimConfig:
+    """Every parameter of a run.  Times are in cycles (one flit time on a channel); buffer
+    sizes in flits.  See ``docs/simulator.md`` for what each one models."""
+
+    # packets and buffers
+    packet_size: int = 1              #: flits per packet
+    buffer_depth: int = 16            #: flits per input VC (network ports)
+    injection_buffer: int = 0         #: flits of the injection port's buffer (0: buffer_depth)
+    output_buffer: int = 0            #: flits per output queue (0: packet_size, or
+    #: speedup * buffer_depth when speedup > 1)
+    source_queue_cap: int = 4096      #: packets a host's source queue holds before it overflows
+    # router and channels
+    router_delay: int = 1             #: cycles from a head's arrival to switch allocation
+    channel_latency: int = 1          #: cycles a flit spends on a router-router channel
+    terminal_latency: int = 1         #: cycles on a host-router channel (each direction)
+    credit_latency: int = 0           #: cycles for a credit to return (0: channel_latency)
+    speedup: int = 1                  #: internal speedup (crossbar rounds per cycle)
+    flow_control: str = "vct"         #: ``vct`` (virtual cut-through); wormhole: not yet
+    allocator: str = "rr"             #: ``rr``: separable input-first round-robin
+    # routing decisions (UGAL); classes, tables and VCs come from the TableSet
+    ugal: str = "local"               #: ``local`` (UGAL-L) or ``global`` (UGAL-G)
+    ugal_rule: str = "auto"           #: ``kim``, ``yebenes``, ``vch``; auto: kim on Dragonfly
+    ugal_threshold: int | None = None  #: Yébenes' T in flits (None: buffer_depth // 2)
+    ugal_g_reading: str = "backlog-hops"  #: ``backlog-hops``, ``backlog``, ``credits-hops``
+    # method
+    warmup_cycles: int = 1000         #: length of one warm-up period
+    warmup_max_periods: int = 5       #: warm-up periods at most before measuring anyway
+    warmup_tol: float = 0.05          #: steady: mean latency of two periods within this ratio
+    measure_cycles: int = 2000        #: measurement window: packets generated in it are labelled
+    drain_max_cycles: int = 0         #: drain limit (0: 4 * measure_cycles + 2000)
+    deadlock_cycles: int = 2000       #: packets in routers and none moved this long: deadlock
+    saturation_ratio: float = 0.95    #: saturated when accepted < ratio * offered (or undrained)
+    latency_hist_max: int = 65536     #: latency histogram bins (percentiles)
+
+    CHOICES = {"flow_control": ("vct",), "allocator": ("rr",), "ugal": ("local", "global"),
+               "ugal_rule": ("auto", "kim", "yebenes", "vch"),
+               "ugal_g_reading": ("backlog-hops", "backlog", "credits-hops")}
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        for k, allowed in self.CHOICES.items():
+            if getattr(self, k) not in allowed:
+                raise ValueError(f"config: {k}={getattr(self, k)!r}; expected one of "
+                                 f"{', '.join(allowed)}")
+        for k in ("packet_size", "buffer_depth", "speedup", "measure_cycles", "warmup_cycles",
+                  "deadlock_cycles", "source_queue_cap", "warmup_max_periods"):
+            if int(getattr(self, k)) < 1:
+                raise ValueError(f"config: {k}={getattr(self, k)}; expected an integer >= 1")
+        for k in ("router_delay", "channel_latency", "terminal_latency", "credit_latency",
+                  "injection_buffer", "output_buffer", "drain_max_cycles"):
+            if int(getattr(self, k)) < 0:
+                raise ValueError(f"config: {k}={getattr(self, k)}; expected an integer >= 0")
+        if self.channel_latency < 1:
+            raise ValueError("config: channel_latency must be >= 1 cycle")
+        if self.buffer_depth < self.packet_size:
+            raise ValueError(f"config: buffer_depth={self.buffer_depth} < packet_size="
+                             f"{self.packet_size}; virtual cut-through needs a whole packet")
+
+    # derived values -------------------------------------------------------------------------
+    @property
+    def credit_lat(self) -> int:
+        return self.credit_latency or self.channel_latency
+
+    @property
+    def inj_buffer(self) -> int:
+        return self.injection_buffer or self.buffer_depth
+
+    @property
+    def out_buffer(self) -> int:
+        auto = self.packet_size if self.speedup == 1 else self.speedup * self.buffer_depth
+        return max(self.output_buffer or auto, self.packet_size)
+
+    @property
+    def drain_limit(self) -> int:
+        return self.drain_max_cycles or 4 * self.measure_cycles + 2000
+
+    @property
+    def threshold(self) -> int:
+        return self.buffer_depth // 2 if self.ugal_threshold is None else int(self.ugal_threshold)
+
+    # serialisation ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SimConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"config: unknown key(s) {', '.join(sorted(unknown))}; expected "
+                             f"some of {', '.join(sorted(names))}")
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path) -> "SimConfig":
+        return cls.from_dict(read_file(path))
+
+    def replace(self, **kw) -> "SimConfig":
+        d = self.to_dict()
+        d.update(kw)
+        return SimConfig.from_dict(d)
+
+
+def read_file(path) -> dict:
+    """A TOML (``.toml``) or JSON file as a dict."""
+    p = Path(path)
+    text = p.read_text()
+    if p.suffix == ".toml":
+        import tomllib
+
+        return tomllib.loads(text)
+    return json.loads(text)
+
+
+def load_experiment(path) -> tuple[dict, SimConfig]:
+    """Split an experiment file into its experiment keys and its :class:`SimConfig` (the
+    ``[config]`` table, or every other top-level key)."""
+    d = read_file(path)
+    exp = {k: d[k] for k in EXPERIMENT_KEYS if k in d}
+    rest = d.get("config", {k: v for k, v in d.items() if k not in EXPERIMENT_KEYS})
+    return exp, SimConfig.from_dict(rest)
+
+
+# simulator routing name -> (tablegen routing, UGAL-L non-minimal class, UGAL knowledge)
+ROUTINGS = {
+    "min": ("min", None, None),
+    "val": ("val", None, None),
+    "val-nta": ("val-nta", None, None),
+    "val-3h": ("val-3h", None, None),
+    "ugal-l": ("ugal-l", None, "local"),
+    "ugal-l-ori": ("ugal-l", "val", "local"),
+    "ugal-l-nta": ("ugal-l", "val-nta", "local"),
+    "ugal-l-3h": ("ugal-l", "val-3h", "local"),
+    "ugal-g": ("ugal-l", None, "global"),
+    "dsnf": ("dsnf", None, None),
+}

@@ -1,0 +1,657 @@
+"""The compiled core of the flit-level simulator (Numba, structure-of-arrays state).
+
+Nothing here is a second routing implementation: :func:`step_c` is the compiled twin of
+:meth:`tablegen.tables.TableSet.step` (same header state, same exit rules, same VC increment
+with saturation) running over the packed arrays of a :class:`~tablegen.tables.TableSet`
+(:class:`Packed`), and the UGAL decisions call the functions of :mod:`tablegen.ugal`, compiled
+with ``numba.njit`` as they are.
+
+Router model (one cycle = one flit time on a channel; see ``docs/simulator.md``):
+
+* every switch has ``R`` network input ports with ``V`` VCs each and one injection port per
+  host (one VC); every input VC is a FIFO of packets with ``buffer_depth`` flits of space;
+* credit-based flow control per output VC; virtual cut-through: a packet is forwarded only when
+  the downstream VC has credits for the whole packet; credits return ``credit_latency`` cycles
+  after the packet leaves the downstream buffer;
+* a packet becomes eligible for switch allocation ``router_delay`` cycles after its head
+  arrived (routing, VC and switch allocation pipeline); the route (out port, out VC) is
+  computed by :func:`step_c` when the packet reaches the head of its input VC;
+* switch allocation: separable, input-first, round-robin at both stages; with internal
+  ``speedup`` S the crossbar runs S allocation rounds per cycle and moves S flits per cycle per
+  input and per output into an output queue (``output_buffer`` flits), which feeds the
+  channel at one flit per cycle;
+* channels have ``channel_latency`` cycles, terminal channels ``terminal_latency``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tablegen import ugal as _ugal
+
+# compiled copies of tablegen.ugal's decision rules (the same Python functions, compiled)
+ugal_kim = njit(cache=True)(_ugal.ugal_kim)
+ugal_kim_vch = njit(cache=True)(_ugal.ugal_kim_vch)
+ugal_yebenes = njit(cache=True)(_ugal.ugal_yebenes)
+
+# path-class encodings
+T0_SWITCH, T0_GROUP, T0_DST = 0, 1, 2
+EXIT_NONE, EXIT_REACH, EXIT_ON_PATH, EXIT_FIRST_HOP, EXIT_PORT = 0, 1, 2, 3, 4
+INTER_NONE, INTER_SWITCH, INTER_3H, INTER_GROUP = 0, 1, 2, 3
+DELIVER, NO_ROUTE = -1, -2
+
+# routing modes and rules
+MODE_FIXED, MODE_UGAL_L, MODE_UGAL_G = 0, 1, 2
+RULE_KIM, RULE_YEBENES, RULE_VCH = 0, 1, 2
+GREAD_BACKLOG_HOPS, GREAD_BACKLOG, GREAD_CREDITS_HOPS = 0, 1, 2
+
+# run status
+ST_OK, ST_DEADLOCK, ST_NO_ROUTE, ST_POOL = 0, 1, 2, 3
+
+# indices into the integer parameter vector ``prm``
+(P_ROUTER_DELAY, P_CHAN_LAT, P_TERM_LAT, P_CREDIT_LAT, P_SIZE, P_DEPTH, P_INJ_CAP, P_OQ_FLITS,
+ P_SPEEDUP, P_MODE, P_RULE, P_THRESHOLD, P_GREAD, P_DEADLOCK, P_SQ_CAP, P_NGROUPS,
+ P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_NPRM) = range(20)
+
+# indices into the statistics vector ``st``
+(S_LAB_GEN, S_LAB_DEL, S_LAB_LAT, S_LAB_NETLAT, S_LAB_HOPS, S_LAB_NONMIN, S_WIN_EJ_FLITS,
+ S_WIN_GEN_FLITS, S_ALL_DEL, S_ALL_LAT, S_OVERFLOW, S_LAST_MOVE, S_LAB_LAT_MAX, S_FLIT_HOPS,
+ S_FREE_TOP, S_CE_HEAD, S_CE_TAIL, S_ERR_U, S_ERR_PK, S_LAB_MIN_LAT, S_LAB_MIN_CNT,
+ S_ROUTER_CYCLES, S_LAB_NM_LAT, S_LAB_OVERFLOW, S_NST) = range(25)
+
+
+# ---------------------------------------------------------------------------------------------
+# the compiled twin of TableSet.step
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True)
+def on_path_c(u, src, dst, adj, tab):
+    """Whether ``u`` lies on the table path ``src -> dst`` of ``tab`` (TableSet.on_path)."""
+    x = src
+    seen = 0
+    n = adj.shape[0]
+    while True:
+        if x == u:
+            return True
+        if x == dst or seen > n:
+            return False
+        x = adj[x, tab[x, dst]]
+        seen += 1
+
+
+@njit(cache=True, inline="always")
+def step_c(u, dst, phase, inter, vc, c, T, cls_t0, cls_t1, cls_target0, cls_exit, onpath_t,
+           group, adj, exit_port, vc_inc, num_vcs):
+    """Compiled twin of :meth:`TableSet.step`: process header ``(dst, phase, inter, vc)`` of a
+    class-``c`` packet at switch ``u``.
+
+    Returns ``(j, vc, phase', vc')``: the network port index ``j`` (:data:`DELIVER` when the
+    packet is delivered at ``u``, :data:`NO_ROUTE` for a missing entry), the VC of this hop
+    and the new header fields.  The five rules in order: arrival exit (``reach`` /
+    ``on_path``), delivery, lookup, departure exit (``first_hop`` / ``port``), VC increment
+    saturating at ``num_vcs - 1``.
+    """
+    ex = cls_exit[c]
+    t0 = cls_target0[c]
+    if phase == 0:
+        if ex == EXIT_REACH:
+            here = u if t0 == T0_SWITCH else group[u]
+            if here == inter:
+                phase = 1
+        elif ex == EXIT_ON_PATH and on_path_c(u, inter, dst, adj, T[onpath_t]):
+            phase = 1
+    if u == dst and (phase == 1 or t0 == T0_DST):
+        return DELIVER, vc, phase, vc
+    if phase == 0:
+        target = dst if t0 == T0_DST else inter
+        j = T[cls_t0[c], u, target]
+        if j >= 0 and (ex == EXIT_FIRST_HOP or (ex == EXIT_PORT and exit_port[u, j])):
+            phase = 1
+    else:
+        j = T[cls_t1[c], u, dst]
+    if j < 0:
+        return NO_ROUTE, vc, phase, vc
+    nvc = vc + vc_inc[u, j]
+    if nvc > num_vcs - 1:
+        nvc = num_vcs - 1
+    return j, vc, phase, nvc
+
+
+@njit(cache=True)
+def start_c(src, dst, c, inter, cls_t0, cls_target0, cls_vcbase):
+    """``TableSet.start``: ``(phase, inter, vc)`` a source writes for class ``c``."""
+    if cls_t0[c] < 0:
+        return 1, -1, cls_vcbase[c]
+    if cls_target0[c] == T0_DST:
+        return 0, -1, cls_vcbase[c]
+    return 0, inter, cls_vcbase[c]
+
+
+@njit(cache=True)
+def walk_c(src, dst, c, inter, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t,
+           group, adj, exit_port, vc_inc, num_vcs, sw_out, port_out, vc_out):
+    """Walk the tables with :func:`step_c` from ``src`` (TableSet.walk): fills switches, port
+    indices and VCs; returns the hop count, or ``-1`` on a dead end or loop."""
+    phase, inter, vc = start_c(src, dst, c, inter, cls_t0, cls_target0, cls_vcbase)
+    u = src
+    hops = 0
+    sw_out[0] = src
+    limit = sw_out.shape[0] - 1
+    while True:
+        j, v, phase, vc = step_c(u, dst, phase, inter, vc, c, T, cls_t0, cls_t1, cls_target0,
+                                 cls_exit, onpath_t, group, adj, exit_port, vc_inc, num_vcs)
+        if j == DELIVER:
+            return hops
+        if j == NO_ROUTE or hops >= limit:
+            return -1
+        port_out[hops] = j
+        vc_out[hops] = v
+        u = adj[u, j]
+        hops += 1
+        sw_out[hops] = u
+
+
+class Packed:
+    """The arrays of a :class:`~tablegen.tables.TableSet` in the layout the compiled code
+    reads: tables stacked into ``T[k, N, maxT]`` (padded with -1) and per-class integer codes."""
+
+    def __init__(self, ts):
+        topo = ts.topo
+        names = list(ts.tables)
+        n = topo.n_switches
+        width = max(t.shape[1] for t in ts.tables.values())
+        self.T = np.full((len(names), n, width), -1, dtype=np.int16)
+        for k, name in enumerate(names):
+            t = ts.tables[name]
+            self.T[k, :, :t.shape[1]] = t
+        idx = {name: k for k, name in enumerate(names)}
+        cl = ts.classes
+        self.cls_names = [c.name for c in cl]
+        self.cls_t0 = np.array([idx[c.table0] if c.table0 else -1 for c in cl], dtype=np.int64)
+        self.cls_t1 = np.array([idx[c.table1] for c in cl], dtype=np.int64)
+        self.cls_target0 = np.array([{"switch": T0_SWITCH, "group": T0_GROUP, "dst": T0_DST}
+                                     [c.target0] for c in cl], dtype=np.int64)
+        self.cls_exit = np.array([EXIT_NONE if c.table0 is None else
+                                  {"reach": EXIT_REACH, "on_path": EXIT_ON_PATH,
+                                   "first_hop": EXIT_FIRST_HOP, "port": EXIT_PORT}[c.exit]
+                                  for c in cl], dtype=np.int64)
+        self.cls_vcbase = np.array([c.vc_base for c in cl], dtype=np.int64)
+        self.cls_inter = np.array([{"none": INTER_NONE, "switch": INTER_SWITCH,
+                                    "switch-3h": INTER_3H, "group": INTER_GROUP}[c.inter]
+                                   for c in cl], dtype=np.int64)
+        self.cls_nonmin = np.array([c.name != "min" for c in cl], dtype=np.bool_)
+        self.onpath_t = idx[cl[-1].table1]
+        self.group = topo.group.astype(np.int64)
+        self.adj = topo.adj.astype(np.int64)
+        self.peer = topo.peer.astype(np.int64)
+        self.exit_port = (ts.exit_port if ts.exit_port is not None
+                          else np.zeros(topo.adj.shape, dtype=np.bool_)).astype(np.bool_)
+        self.vc_inc = ts.vc_inc.astype(np.int64)
+        self.num_vcs = int(ts.num_vcs)
+        self.n_groups = topo.n_groups
+        # VAL_3h: first-hop ports that turn around, per (src, dst) (TableSet.candidates)
+        self.bad3h = np.zeros((1, 1), dtype=np.uint64)
+        if (self.cls_inter == INTER_3H).any():
+            c = int(np.flatnonzero(self.cls_inter == INTER_3H)[0])
+            self.bad3h = bad_first_hops(self.adj, self.T[self.cls_t0[c]], self.T[self.cls_t1[c]])
+
+    def step_args(self):
+        return (self.T, self.cls_t0, self.cls_t1, self.cls_target0, self.cls_exit,
+                self.onpath_t, self.group, self.adj, self.exit_port, self.vc_inc, self.num_vcs)
+
+    def walk(self, src: int, dst: int, c: int, inter: int = -1) -> dict:
+        """``TableSet.walk`` through the compiled step (switches, port indices, VCs)."""
+        lim = 4 * self.adj.shape[0] + 4
+        sw = np.empty(lim + 1, np.int64)
+        po = np.empty(lim, np.int64)
+        vc = np.empty(lim, np.int64)
+        h = walk_c(src, dst, c, inter, self.T, self.cls_t0, self.cls_t1, self.cls_target0,
+                   self.cls_exit, self.cls_vcbase, self.onpath_t, self.group, self.adj,
+                   self.exit_port, self.vc_inc, self.num_vcs, sw, po, vc)
+        if h < 0:
+            raise RuntimeError(f"compiled walk {src} -> {dst} via {inter}: dead end or loop")
+        return {"switches": sw[:h + 1].tolist(), "ports": po[:h].tolist(), "vcs": vc[:h].tolist()}
+
+
+@njit(cache=True)
+def bad_first_hops(adj, t0, t1):
+    """``bad[s, d]``: bit ``j`` set when the VAL_3h first hop on port ``j`` of ``s`` turns
+    around (the phase-1 path from the neighbour back to ``d`` passes ``s``) and ``s`` has a
+    first hop that does not (TableSet.candidates' ``switch-3h`` rule)."""
+    n, r = adj.shape
+    bad = np.zeros((n, n), dtype=np.uint64)
+    for s in range(n):
+        for d in range(n):
+            if d == s:
+                continue
+            mask = np.uint64(0)
+            fine = False
+            for j in range(r):
+                nb = adj[s, j]
+                if nb < 0:
+                    continue
+                back = False
+                x = nb
+                steps = 0
+                while x != d and steps <= n:
+                    if x == s:
+                        back = True
+                        break
+                    x = adj[x, t1[x, d]]
+                    steps += 1
+                if back:
+                    mask |= np.uint64(1) << np.uint64(j)
+                else:
+                    fine = True
+            bad[s, d] = mask if fine else np.uint64(0)
+    return bad
+
+
+@njit(cache=True)
+def sample_inter(src, dst, kind, n, n_groups, group, adj, t0, bad3h):
+    """A random intermediate of the kind ``TableSet.candidates`` allows (uniform over them)."""
+    if kind == INTER_GROUP:
+        gs, gd = group[src], group[dst]
+        while True:
+            g = np.random.randint(n_groups)
+            if g != gs and g != gd:
+                return g
+    while True:
+        i = np.random.randint(n)
+        if i == src or i == dst:
+            continue
+        if kind == INTER_3H:
+            j = t0[src, i]
+            if (bad3h[src, dst] >> np.uint64(j)) & np.uint64(1):
+                continue
+        return i
+
+
+# ---------------------------------------------------------------------------------------------
+# the cycle loop
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _occ_port(u, j, R, V, NP, depth, credits, oq_flits):
+    s = 0
+    for v in range(V):
+        s += depth - credits[(u * R + j) * V + v]
+    return s + oq_flits[u * NP + j]
+
+
+@njit(cache=True)
+def _path_reading(src, dst, c, inter, pk_args, R, V, NP, depth, credits, oq_flits, backlog,
+                  is_global, df_global, gread, tmp_sw, tmp_po, tmp_vc):
+    """UGAL-G: the queue reading of a path with global knowledge and its hop count.
+
+    Dragonfly (``df_global``): the path's first global channel (the one leaving ``G_s``);
+    other topologies: the sum over the path's channels.  ``backlog`` readings add the flits
+    waiting in the channel's router for that output to the downstream occupancy."""
+    (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
+     vc_inc, num_vcs) = pk_args
+    h = walk_c(src, dst, c, inter, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
+               onpath_t, group, adj, exit_port, vc_inc, num_vcs, tmp_sw, tmp_po, tmp_vc)
+    q = 0
+    for k in range(h):
+        x = tmp_sw[k]
+        j = tmp_po[k]
+        if df_global and not is_global[x, j]:
+            continue
+        r = _occ_port(x, j, R, V, NP, depth, credits, oq_flits)
+        if gread != GREAD_CREDITS_HOPS:
+            r += backlog[x * NP + j]
+        q += r
+        if df_global:
+            break
+    return q, h
+
+
+@njit(cache=True, inline="always")
+def _route(u, pk, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is_global,
+           host_off, R, V, NP, credits, oq_flits, backlog,
+           pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc,
+           tmp_sw, tmp_po, tmp_vc):
+    """Route computation for a packet that reached the head of an input VC of ``u``; at the
+    source (class still undecided) first the source decision (class, intermediate)."""
+    (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
+     vc_inc, num_vcs) = pk_args
+    n = adj.shape[0]
+    dst = pk_dst[pk]
+    if pk_cls[pk] < 0:
+        mode = prm[P_MODE]
+        c = 0
+        inter = -1
+        if mode != MODE_FIXED and dst != u:
+            cn = 1
+            inter = sample_inter(u, dst, cls_inter[cn], n, n_groups, group, adj,
+                                 T[cls_t0[cn]], bad3h)
+            depth = prm[P_DEPTH]
+            if mode == MODE_UGAL_L:
+                hm = walk_c(u, dst, 0, -1, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
+                            onpath_t, group, adj, exit_port, vc_inc, num_vcs, tmp_sw, tmp_po,
+                            tmp_vc)
+                jm, vm = tmp_po[0], tmp_vc[0]
+                hn = walk_c(u, dst, cn, inter, T, cls_t0, cls_t1, cls_target0, cls_exit,
+                            cls_vcbase, onpath_t, group, adj, exit_port, vc_inc, num_vcs, tmp_sw,
+                            tmp_po, tmp_vc)
+                jn, vn = tmp_po[0], tmp_vc[0]
+                rule = prm[P_RULE]
+                if rule == RULE_YEBENES:
+                    qm = depth - credits[(u * R + jm) * V + vm]
+                    qn = depth - credits[(u * R + jn) * V + vn]
+                    take_min = ugal_yebenes(qm, qn, prm[P_THRESHOLD])
+                else:
+                    qm = _occ_port(u, jm, R, V, NP, depth, credits, oq_flits)
+                    qn = _occ_port(u, jn, R, V, NP, depth, credits, oq_flits)
+                    if rule == RULE_VCH:
+                        qmv = depth - credits[(u * R + jm) * V + vm]
+                        qnv = depth - credits[(u * R + jn) * V + vn]
+                        take_min = ugal_kim_vch(qm, qn, qmv, qnv, hm, hn, jm == jn)
+                    else:
+                        take_min = ugal_kim(qm, hm, qn, hn)
+            else:
+                gread = prm[P_GREAD]
+                dfg = prm[P_DF_GLOBAL] != 0
+                qm, hm = _path_reading(u, dst, 0, -1, pk_args, R, V, NP, depth, credits,
+                                       oq_flits, backlog, is_global, dfg, gread, tmp_sw, tmp_po,
+                                       tmp_vc)
+                qn, hn = _path_reading(u, dst, cn, inter, pk_args, R, V, NP, depth, credits,
+                                       oq_flits, backlog, is_global, dfg, gread, tmp_sw, tmp_po,
+                                       tmp_vc)
+                if gread == GREAD_BACKLOG:
+                    take_min = ugal_kim(qm, 1, qn, 1)
+                else:
+                    take_min = ugal_kim(qm, hm, qn, hn)
+            if not take_min:
+                c = cn
+            else:
+                inter = -1
+        elif cls_inter[0] != INTER_NONE and dst != u:
+            inter = sample_inter(u, dst, cls_inter[0], n, n_groups, group, adj,
+                                 T[cls_t0[0]], bad3h)
+        ph, it, vc = start_c(u, dst, c, inter, cls_t0, cls_target0, cls_vcbase)
+        if dst == u and cls_target0[c] != T0_DST:
+            ph, it = 1, -1   # local delivery: no intermediate
+        pk_cls[pk] = c
+        pk_phase[pk] = ph
+        pk_inter[pk] = it
+        pk_vc[pk] = vc
+    j, v, ph, nvc = step_c(u, dst, pk_phase[pk], pk_inter[pk], pk_vc[pk], pk_cls[pk], T, cls_t0,
+                           cls_t1, cls_target0, cls_exit, onpath_t, group, adj, exit_port,
+                           vc_inc, num_vcs)
+    if j == NO_ROUTE:
+        return False
+    pk_phase[pk] = ph
+    pk_vc[pk] = nvc
+    if j == DELIVER:
+        pk_out[pk] = R + pk_dhost[pk] - host_off[u]
+        pk_ovc[pk] = 0
+    else:
+        pk_out[pk] = j
+        pk_ovc[pk] = v
+    backlog[u * NP + pk_out[pk]] += prm[P_SIZE]
+    return True
+
+
+@njit(cache=True)
+def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, n_groups, bad3h,
+               is_global, host_off, host_sw, peer, tr_lo, tr_hi,
+               pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc, pk_ready,
+               pk_gen, pk_inj, pk_hops, pk_label, free_list,
+               in_q, in_head, in_cnt, in_rr, in_busy, credits, oq, oq_head, oq_cnt, oq_flits,
+               out_busy, out_xbar, out_rr, backlog, ce_time, ce_idx, ce_amt,
+               sq, sq_head, sq_cnt, inj_busy, sw_cnt, link_flits, lat_hist):
+    """Run cycles ``t .. t_end - 1`` (or, with ``drain``, until every labelled packet has
+    left).  Returns ``(status, t)``; the state arrays are updated in place."""
+    (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
+     vc_inc, num_vcs) = pk_args
+    N, R = adj.shape
+    V = num_vcs
+    H = host_sw.shape[0]
+    NP = in_busy.shape[0] // N
+    S = prm[P_SPEEDUP]
+    size = prm[P_SIZE]
+    depth = prm[P_DEPTH]
+    inj_cap = prm[P_INJ_CAP]
+    oqcap = prm[P_OQ_FLITS]
+    ocap = oq.shape[1]
+    icap = in_q.shape[1]
+    rdelay = prm[P_ROUTER_DELAY]
+    clat = prm[P_CHAN_LAT]
+    tlat = prm[P_TERM_LAT]
+    crlat = prm[P_CREDIT_LAT]
+    ms, me = prm[P_MEAS_START], prm[P_MEAS_END]
+    sq_cap = sq.shape[1]
+    CE = ce_time.shape[0]
+    LH = lat_hist.shape[0]
+    req_v = np.empty(NP, np.int64)
+    req_o = np.empty(NP, np.int64)
+    best_i = np.empty(NP, np.int64)
+    best_d = np.empty(NP, np.int64)
+    tmp_sw = np.empty(4 * N + 5, np.int64)
+    tmp_po = np.empty(4 * N + 4, np.int64)
+    tmp_vc = np.empty(4 * N + 4, np.int64)
+    in_flight = 0
+    for u in range(N):
+        in_flight += sw_cnt[u]
+    while t < t_end:
+        if drain and st[S_LAB_DEL] + st[S_LAB_OVERFLOW] >= st[S_LAB_GEN]:
+            break
+        # -- credits due ---------------------------------------------------------------------
+        h0 = st[S_CE_HEAD]
+        while h0 < st[S_CE_TAIL] and ce_time[h0 % CE] <= t:
+            credits[ce_idx[h0 % CE]] += ce_amt[h0 % CE]
+            h0 += 1
+        st[S_CE_HEAD] = h0
+        # -- generation and injection ------------------------------------------------------------
+        measuring = ms <= t < me
+        for h in range(H):
+            if np.random.random() < prate:
+                if measuring:
+                    st[S_WIN_GEN_FLITS] += size
+                    st[S_LAB_GEN] += 1
+                if sq_cnt[h] < sq_cap:
+                    sq[h, (sq_head[h] + sq_cnt[h]) % sq_cap] = t
+                    sq_cnt[h] += 1
+                else:
+                    st[S_OVERFLOW] += 1
+                    if measuring:
+                        st[S_LAB_OVERFLOW] += 1
+            if sq_cnt[h] > 0 and inj_busy[h] <= t:
+                u = host_sw[h]
+                q = (u * NP + R + (h - host_off[u])) * V
+                if in_cnt[q] < inj_cap:
+                    top = st[S_FREE_TOP]
+                    if top == 0:
+                        return ST_POOL, t
+                    pk = free_list[top - 1]
+                    st[S_FREE_TOP] = top - 1
+                    g = sq[h, sq_head[h]]
+                    sq_head[h] = (sq_head[h] + 1) % sq_cap
+                    sq_cnt[h] -= 1
+                    lo, hi = tr_lo[h], tr_hi[h]
+                    if hi - lo == 1:
+                        d = lo
+                    else:
+                        d = lo + np.random.randint(hi - lo - (1 if lo <= h < hi else 0))
+                        if lo <= h < hi and d >= h:
+                            d += 1
+                    pk_dhost[pk] = d
+                    pk_dst[pk] = host_sw[d]
+                    pk_cls[pk] = -1
+                    pk_gen[pk] = g
+                    pk_inj[pk] = t
+                    pk_hops[pk] = 0
+                    pk_label[pk] = ms <= g < me
+                    pk_ready[pk] = t + tlat + rdelay
+                    in_q[q, (in_head[q] + in_cnt[q]) % icap] = pk
+                    in_cnt[q] += 1
+                    inj_busy[h] = t + size
+                    sw_cnt[u] += 1
+                    in_flight += 1
+                    if in_cnt[q] == 1:
+                        if not _route(u, pk, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
+                                      bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
+                                      backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
+                                      pk_cls, pk_out, pk_ovc, tmp_sw, tmp_po, tmp_vc):
+                            st[S_ERR_U] = u
+                            st[S_ERR_PK] = pk
+                            return ST_NO_ROUTE, t
+        # -- routers -------------------------------------------------------------------------
+        for u in range(N):
+            if sw_cnt[u] == 0:
+                continue
+            st[S_ROUTER_CYCLES] += 1
+            nh = host_off[u + 1] - host_off[u]
+            for it in range(S):
+                slot = t * S + it
+                # input stage: every input port picks one ready VC head (round-robin)
+                anyreq = False
+                for i in range(NP):
+                    req_v[i] = -1
+                    best_i[i] = -1
+                    if i < R:
+                        if adj[u, i] < 0:
+                            continue
+                        nv = V
+                    else:
+                        if i - R >= nh:
+                            continue
+                        nv = 1
+                    pi = u * NP + i
+                    if in_busy[pi] > slot:
+                        continue
+                    for k in range(nv):
+                        v = (in_rr[pi] + k) % nv
+                        q = pi * V + v
+                        if in_cnt[q] == 0:
+                            continue
+                        pk = in_q[q, in_head[q]]
+                        if pk_ready[pk] > t:
+                            continue
+                        o = pk_out[pk]
+                        oi = u * NP + o
+                        if out_xbar[oi] > slot or oq_flits[oi] + size > oqcap:
+                            continue
+                        if o < R and credits[(u * R + o) * V + pk_ovc[pk]] < size:
+                            continue
+                        req_v[i] = v
+                        req_o[i] = o
+                        anyreq = True
+                        break
+                if not anyreq:
+                    break
+                # output stage: every output grants one requesting input (round-robin)
+                for i in range(NP):
+                    if req_v[i] < 0:
+                        continue
+                    o = req_o[i]
+                    dd = (i - out_rr[u * NP + o]) % NP
+                    if best_i[o] < 0 or dd < best_d[o]:
+                        best_i[o] = i
+                        best_d[o] = dd
+                for o in range(NP):
+                    i = best_i[o]
+                    if i < 0:
+                        continue
+                    v = req_v[i]
+                    pi = u * NP + i
+                    q = pi * V + v
+                    pk = in_q[q, in_head[q]]
+                    in_head[q] = (in_head[q] + 1) % icap
+                    in_cnt[q] -= 1
+                    in_rr[pi] = (v + 1) % (V if i < R else 1)
+                    in_busy[pi] = slot + size
+                    oi = u * NP + o
+                    out_rr[oi] = (i + 1) % NP
+                    out_xbar[oi] = slot + size
+                    backlog[oi] -= size
+                    if o < R:
+                        credits[(u * R + o) * V + pk_ovc[pk]] -= size
+                    oq[oi, (oq_head[oi] + oq_cnt[oi]) % ocap] = pk
+                    oq_cnt[oi] += 1
+                    oq_flits[oi] += size
+                    if i < R:  # return the credits upstream
+                        tail = st[S_CE_TAIL]
+                        if tail - st[S_CE_HEAD] >= CE:
+                            return ST_POOL, t
+                        ce_time[tail % CE] = t + crlat
+                        ce_idx[tail % CE] = (adj[u, i] * R + peer[u, i]) * V + v
+                        ce_amt[tail % CE] = size
+                        st[S_CE_TAIL] = tail + 1
+                    st[S_LAST_MOVE] = t
+                    if in_cnt[q] > 0:
+                        nxt = in_q[q, in_head[q]]
+                        if not _route(u, nxt, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
+                                      bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
+                                      backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
+                                      pk_cls, pk_out, pk_ovc, tmp_sw, tmp_po, tmp_vc):
+                            st[S_ERR_U] = u
+                            st[S_ERR_PK] = nxt
+                            return ST_NO_ROUTE, t
+            # channel stage: every output queue feeds its channel, one flit per cycle
+            for o in range(R + nh):
+                oi = u * NP + o
+                if oq_cnt[oi] == 0 or out_busy[oi] > t:
+                    continue
+                pk = oq[oi, oq_head[oi]]
+                oq_head[oi] = (oq_head[oi] + 1) % ocap
+                oq_cnt[oi] -= 1
+                oq_flits[oi] -= size
+                out_busy[oi] = t + size
+                st[S_LAST_MOVE] = t
+                sw_cnt[u] -= 1
+                if o < R:
+                    w = adj[u, o]
+                    q = (w * NP + peer[u, o]) * V + pk_ovc[pk]
+                    in_q[q, (in_head[q] + in_cnt[q]) % icap] = pk
+                    in_cnt[q] += 1
+                    sw_cnt[w] += 1
+                    pk_ready[pk] = t + clat + rdelay
+                    pk_hops[pk] += 1
+                    st[S_FLIT_HOPS] += size
+                    if measuring:
+                        link_flits[u * R + o] += size
+                    if in_cnt[q] == 1:
+                        if not _route(w, pk, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
+                                      bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
+                                      backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
+                                      pk_cls, pk_out, pk_ovc, tmp_sw, tmp_po, tmp_vc):
+                            st[S_ERR_U] = w
+                            st[S_ERR_PK] = pk
+                            return ST_NO_ROUTE, t
+                else:
+                    done = t + tlat + size - 1
+                    lat = done - pk_gen[pk]
+                    in_flight -= 1
+                    st[S_ALL_DEL] += 1
+                    st[S_ALL_LAT] += lat
+                    if measuring:
+                        st[S_WIN_EJ_FLITS] += size
+                    if pk_label[pk]:
+                        st[S_LAB_DEL] += 1
+                        st[S_LAB_LAT] += lat
+                        st[S_LAB_NETLAT] += done - pk_inj[pk]
+                        st[S_LAB_HOPS] += pk_hops[pk]
+                        if cls_nonmin[pk_cls[pk]]:
+                            st[S_LAB_NONMIN] += 1
+                            st[S_LAB_NM_LAT] += lat
+                        else:
+                            st[S_LAB_MIN_CNT] += 1
+                            st[S_LAB_MIN_LAT] += lat
+                        if lat > st[S_LAB_LAT_MAX]:
+                            st[S_LAB_LAT_MAX] = lat
+                        lat_hist[min(lat, LH - 1)] += 1
+                    free_list[st[S_FREE_TOP]] = pk
+                    st[S_FREE_TOP] += 1
+        # -- deadlock: packets in the routers and none moved for a bounded time ------------------
+        if in_flight > 0 and t - st[S_LAST_MOVE] > prm[P_DEADLOCK]:
+            return ST_DEADLOCK, t
+        if in_flight == 0:
+            st[S_LAST_MOVE] = t
+        t += 1
+    return ST_OK, t
+
+
+@njit(cache=True)
+def seed_rng(seed):
+    np.random.seed(seed)

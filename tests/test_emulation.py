@@ -1,0 +1,268 @@
+"""The data plane end to end on real Open vSwitch (userspace datapath) + Mininet hosts:
+tables from ``fabroute tables`` installed from the exported files (``ovs-ofctl bundle``) or by
+``fabroute controller`` (os-ken, OpenFlow 1.3 over TCP), scapy probes between every host pair,
+exact switch paths and VCs from per-flow packet counters (``emulation/pathcheck.py``), and a
+negative control.  One net per fabric (class-scoped), torn down at the end of its class.
+
+Fabrics: Slim Fly q=5 with p=2 hosts per switch (``slimfly:q=5,p=2``: 50 switches, 175
+links, 100 hosts, 9,900 ordered pairs), Dragonfly ``dragonfly:p=2,a=4,h=2`` (36 switches,
+72 hosts), DSN-F ``dsnf:n=32`` (32 switches, 32 hosts).  docs/emulation.md.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emulation.ctl import Controller, free_port
+from emulation.net import EmulationError, emulate, install_from_files, netns
+from emulation.pathcheck import (PathChecker, corrupt_forwarding, restore_flow, sample_pairs)
+from emulation.probes import Prober
+from emulation.topo import host_ip
+from tablegen.cli import load_table_set
+from tablegen.openflow import dpid, host_macs, mac_str
+from tablegen.spec import build
+
+pytestmark = [pytest.mark.ovs, pytest.mark.xdist_group("ovs")]
+
+FABROUTE = str(Path(sys.executable).parent / "fabroute")
+SF5, DF, DSNF = "slimfly:q=5,p=2", "dragonfly:p=2,a=4,h=2", "dsnf:n=32"
+
+
+def tables(tmp: Path, spec: str, routing: str) -> Path:
+    out = tmp / routing
+    r = subprocess.run([FABROUTE, "tables", spec, "--routing", routing, "--formats",
+                        "json,openflow", "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+class Fabric:
+    def __init__(self, spec, tmp):
+        self.spec, self.tmp = spec, tmp
+        self.topo = build(spec)
+        self.port = free_port()
+        self.ctl = None
+
+    def use_controller(self, routing: str) -> tuple:
+        """Serve ``routing``'s tables with ``fabroute controller``; wait until every switch
+        is verified."""
+        d = tables(self.tmp, self.spec, routing)
+        self.stop_controller()
+        self.ctl = Controller(d, self.port, self.tmp, name=f"ctl-{routing}")
+        secs = self.ctl.wait_verified(self.topo.n_switches)
+        st = self.ctl.status()
+        record(f"{self.spec} {routing} controller", verified_after=secs,
+               flow_mods=sum(v.get("flow_mods", 0) for v in st["per_switch"].values()))
+        return load_table_set(d), secs
+
+    def stop_controller(self):
+        if self.ctl is not None:
+            self.ctl.stop()
+            self.ctl = None
+
+
+@pytest.fixture(scope="class")
+def fabric(request, tmp_path_factory):
+    fab = Fabric(request.cls.SPEC, tmp_path_factory.mktemp("emu"))
+    with emulate(fab.topo, controller_port=fab.port, prefix="t") as fnet:
+        fab.fnet = fnet
+        record(f"{fab.spec} build", **{k: float(v) for k, v in fnet.times.items()})
+        with Prober(fnet) as prober:
+            fab.prober = prober
+            try:
+                yield fab
+            finally:
+                fab.stop_controller()
+
+
+def record(what: str, **kv):
+    """Measured times, printed (pytest -s shows them; docs/emulation.md quotes them)."""
+    print(f"\nEMU-TIME {what} " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else
+                                            f"{k}={v}" for k, v in kv.items()))
+
+
+def all_pairs_delivered(fab):
+    rep = fab.prober.all_pairs()
+    record(f"{fab.spec} all-pairs", pairs=rep.pairs, delivered=rep.delivered, lost=rep.lost,
+           seconds=rep.seconds)
+    n = len(fab.fnet.host_ids)
+    assert rep.pairs == n * (n - 1)
+    if rep.lost:                       # a second chance for probes lost to datapath overload
+        again = fab.prober.all_pairs(pairs=[(s, d) for s, d, _ in rep.lost_pairs],
+                                     udp_src=lambda s, d: next(u for a, b, u in rep.lost_pairs
+                                                               if (a, b) == (s, d)))
+        assert again.lost == 0, (rep.to_dict(), again.to_dict())
+    assert rep.misdelivered == 0 and rep.duplicates == 0, rep.to_dict()
+    return rep
+
+
+def check_paths(fab, ts, n_pairs=12, targets_per_pair=3, seed=1):
+    """Exact paths for sampled pairs (Valiant: several intermediates per pair, chosen by
+    udp_src); returns the results."""
+    out = []
+    with PathChecker(fab.fnet, ts, fab.prober) as pc:
+        for s, d in sample_pairs(fab.fnet, n_pairs, seed=seed):
+            if pc.choice is None:
+                out.append(pc.check(s, d))
+                continue
+            s0 = fab.topo.host_of(s)[0]
+            tg = pc.targets(s0)
+            pick = np.random.default_rng(s * 7 + d).choice(len(tg), min(targets_per_pair,
+                                                                        len(tg)), replace=False)
+            for i in pick.tolist():
+                r = pc.check(s, d, target=tg[i])
+                assert r.target == tg[i]
+                out.append(r)
+    record(f"{fab.spec} {ts.routing} path checks", probes=len(out),
+           per_probe=float(np.mean(pc.times)))
+    bad = [r.to_dict() for r in out if not r.ok]
+    assert not bad, [(b["src"], b["dst"], b["udp_src"], b["problems"]) for b in bad[:3]]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+class TestSlimFly:
+    SPEC = SF5
+
+    def test_ports_dpids_addresses(self, fabric):
+        fnet, topo = fabric.fnet, fabric.topo
+        out = subprocess.run(["ovs-vsctl", "--columns=name,other_config,datapath_type",
+                              "--format=csv", "list", "Bridge"], capture_output=True,
+                             text=True).stdout
+        for s in (0, 17, 49):
+            line = next(x for x in out.splitlines() if x.startswith(f"{fnet.bridges[s]},"))
+            assert f"{dpid(s):016x}" in line and "netdev" in line
+            ports = fnet.ofctl("show", fnet.bridges[s])
+            for a, pa, b, pb in topo.links.tolist():
+                if a == s:
+                    assert f" {pa}({fnet.bridges[s]}-eth{pa})" in ports
+        macs = mac_str(host_macs(topo))
+        for h in (0, 1, 57, 99):
+            with netns(fnet.host_pid[h]):
+                v6 = open("/proc/sys/net/ipv6/conf/all/disable_ipv6").read().strip()
+            assert v6 == "1"
+            r = subprocess.run(["mnexec", "-a", str(fnet.host_pid[h]), "ip", "-o", "link", "show",
+                                fnet.host_ifname(h)], capture_output=True, text=True).stdout
+            assert macs[h] in r and "mtu 1500" in r
+            r = subprocess.run(["mnexec", "-a", str(fnet.host_pid[h]), "ip", "neigh"],
+                               capture_output=True, text=True).stdout
+            assert len(r.splitlines()) == 99 and host_ip(98 if h == 99 else 99) in r
+        pr = fabric.prober
+        for s, d, u in ((0, 99, 49152), (57, 3, 61234)):
+            assert pr.fast_frame(s, d, u, 12345) == pr.frame(s, d, u, 12345)
+
+    def test_min_from_files_all_pairs_and_paths(self, fabric):
+        d = tables(fabric.tmp, self.SPEC, "min")
+        fabric.stop_controller()
+        info = install_from_files(fabric.fnet, d)
+        record(f"{self.SPEC} min install_from_files", flows=info["flows"], seconds=info["seconds"])
+        assert info["flows"] > 0
+        all_pairs_delivered(fabric)
+        res = check_paths(fabric, load_table_set(d), n_pairs=24)
+        assert max(r.hops for r in res) <= 2               # Slim Fly diameter
+
+    def test_negative_control_wrong_forwarding_entry(self, fabric):
+        d = fabric.tmp / "min"
+        if not (d / "tables.npz").exists():
+            d = tables(fabric.tmp, self.SPEC, "min")
+        fabric.stop_controller()
+        install_from_files(fabric.fnet, d)
+        ts = load_table_set(d)
+        with PathChecker(fabric.fnet, ts, fabric.prober) as pc:
+            src, dst = 0, 99
+            assert pc.check(src, dst).ok
+            f, orig, bad = corrupt_forwarding(pc, src, dst)
+            s0 = fabric.topo.host_of(src)[0]
+            try:
+                r = pc.check(src, dst)
+                assert not r.ok, r.to_dict()
+                assert any("path differs" in p for p in r.problems), r.problems
+                assert r.measured["ports"][0] != r.expected["ports"][0]
+            finally:
+                restore_flow(pc, s0, orig)
+            assert pc.check(src, dst).ok
+
+    def test_val3h_controller(self, fabric):
+        ts, secs = fabric.use_controller("val-3h")
+        all_pairs_delivered(fabric)
+        res = check_paths(fabric, ts, n_pairs=10, targets_per_pair=3)
+        assert max(r.hops for r in res) <= 3
+        assert all(r.measured["switches"][1] == r.target for r in res
+                   if r.hops and r.target in fabric.topo.adj[r.measured["switches"][0]])
+
+    def test_valnta_controller(self, fabric):
+        ts, secs = fabric.use_controller("val-nta")
+        all_pairs_delivered(fabric)
+        res = check_paths(fabric, ts, n_pairs=10, targets_per_pair=3)
+        for r in res:
+            sw = r.measured["switches"]
+            assert len(set(sw)) == len(sw), r.to_dict()
+
+
+class TestDragonfly:
+    SPEC = DF
+
+    def test_min_controller(self, fabric):
+        ts, secs = fabric.use_controller("min")
+        all_pairs_delivered(fabric)
+        check_paths(fabric, ts, n_pairs=16)
+
+    def test_val_controller(self, fabric):
+        ts, secs = fabric.use_controller("val")
+        all_pairs_delivered(fabric)
+        res = check_paths(fabric, ts, n_pairs=10, targets_per_pair=3)
+        # group-level Valiant: the intermediate group the udp_src chose is on the path
+        grp = fabric.topo.group
+        for r in res:
+            if r.hops:
+                assert r.target in {int(grp[u]) for u in r.measured["switches"]}, r.to_dict()
+
+
+    def test_controller_restart_while_traffic_flows(self, fabric):
+        import threading
+
+        fabric.use_controller("min")
+        d = fabric.ctl.table_dir
+        fabric.stop_controller()
+        all_pairs_delivered(fabric)          # fail-mode secure: forwarding goes on alone
+        result = {}
+        probing = threading.Thread(target=lambda: result.update(rep=fabric.prober.all_pairs()))
+        probing.start()                      # traffic while the new controller takes over
+        fabric.ctl = Controller(d, fabric.port, fabric.tmp, name="ctl-restart")
+        fabric.ctl.wait_verified(fabric.topo.n_switches)
+        probing.join()
+        st = fabric.ctl.status()
+        assert all(v["flow_mods"] == 0 and v["repairs"] == 0 for v in st["per_switch"].values())
+        assert result["rep"].lost == 0 and result["rep"].misdelivered == 0
+
+
+class TestDSNF:
+    SPEC = DSNF
+
+    def test_dsnf_controller(self, fabric):
+        ts, secs = fabric.use_controller("dsnf")
+        all_pairs_delivered(fabric)
+        check_paths(fabric, ts, n_pairs=20)
+
+    def test_tables_of_another_fabric_are_refused(self, fabric):
+        d = tables(fabric.tmp, "dsnf:n=16", "dsnf")
+        with pytest.raises(EmulationError, match="tables for dsnf"):
+            install_from_files(fabric.fnet, d)
+
+
+def test_cli_emulate_prints_the_report():
+    """`fabroute emulate` end to end (its own net, prefix "e", after the class nets)."""
+    import json
+
+    r = subprocess.run([FABROUTE, "emulate", DSNF, "--routing", "dsnf"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(r.stdout)
+    assert rep["pairs"] == rep["delivered"] == 32 * 31 and rep["path_mismatches"] == 0
+    assert rep["path_checks"] == 12 and rep["ok"] and rep["max_hops"] <= rep["hop_bound"]
+    assert subprocess.run(["ovs-vsctl", "br-exists", "es0"]).returncode == 2, "torn down"
