@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 	$(VPY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) ovs
 	$(VENV)/bin/fabroute demo --out out/demo
 
 test: $(STAMP) ovs

@@ -6,6 +6,10 @@ Numba cache) is not timed.
 
     .venv/bin/python benchmarks/bench_sim.py [--spec dragonfly:p=4,a=8,h=4] [--routing min]
         [--traffic uniform] [--load 0.5] [--speedup 2] [--measure 2000]
+        [--allocator rr|islip] [--islip-iterations 1]
+
+Also times the analytic throughput bound (``simulator.bound.throughput_bound``) of the same
+routing and traffic (``bound_s``; Numba cache warm).
 
 "router-cycles" counts (router, cycle) pairs the engine processed (routers holding no packet
 are skipped and not counted); "router-cycles (all)" counts every router every cycle, which is
@@ -36,27 +40,40 @@ def main(argv=None) -> dict:
     ap.add_argument("--speedup", type=int, default=2)
     ap.add_argument("--measure", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=1000)
+    ap.add_argument("--allocator", default="rr", choices=("rr", "islip"))
+    ap.add_argument("--islip-iterations", type=int, default=1)
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     topo = build(a.spec)
     ts, over = tables_for(topo, a.routing)
     t_tables = time.perf_counter() - t0
     cfg = SimConfig(speedup=a.speedup, measure_cycles=a.measure, warmup_cycles=a.warmup,
-                    warmup_max_periods=2, **over)
+                    warmup_max_periods=2, allocator=a.allocator,
+                    islip_iterations=a.islip_iterations, **over)
     simulate(ts, cfg.replace(warmup_cycles=50, measure_cycles=50, warmup_max_periods=1),
              a.traffic, a.load, 1)  # compile / load cache
     t0 = time.perf_counter()
     r = simulate(ts, cfg, a.traffic, a.load, 1)
     wall = time.perf_counter() - t0
+    from simulator.bound import throughput_bound
+
+    throughput_bound(ts, a.traffic)  # compile / load cache
+    t0 = time.perf_counter()
+    b = throughput_bound(ts, a.traffic)
+    t_bound = time.perf_counter() - t0
     out = {
         "spec": a.spec, "routing": r["routing"], "traffic": a.traffic, "load": a.load,
-        "speedup": a.speedup, "hosts": r["hosts"], "switches": r["switches"],
+        "speedup": a.speedup, "allocator": a.allocator, "hosts": r["hosts"],
+        "switches": r["switches"],
         "cycles": r["cycles"], "wall_s": round(wall, 3), "tables_s": round(t_tables, 3),
         "accepted": round(r["accepted"], 4), "latency_avg": r["latency_avg"],
         "router_cycles_per_s": round(r["router_cycles"] / wall),
         "all_router_cycles_per_s": round(r["switches"] * r["cycles"] / wall),
         "flit_hops_per_s": round(r["flit_hops"] / wall),
         "cycles_per_s": round(r["cycles"] / wall, 1),
+        "bound": b["bound"] if b["bound"] is not None else
+        {k: v["bound"] for k, v in b["classes"].items()},
+        "bound_s": round(t_bound, 3),
     }
     print(json.dumps(out, indent=2))
     return out

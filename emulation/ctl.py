@@ -91,6 +91,22 @@ class Controller:
                              f"{timeout:.0f} s: {json.dumps(self.status())[:1500]}\n"
                              f"{self.log_tail()}")
 
+    def wait_for(self, cond, timeout: float = 60.0, what: str = "condition") -> dict:
+        """Wait until ``cond(status)`` holds; returns that status.  Raises
+        :class:`EmulationError` with the status and log tail on a dead controller or the
+        timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.status()
+            if st and cond(st):
+                return st
+            if self.proc.poll() is not None:
+                raise EmulationError(f"fabroute controller exited ({self.proc.returncode}) "
+                                     f"waiting for {what}\n{self.log_tail()}")
+            time.sleep(0.05)
+        raise EmulationError(f"controller: no {what} within {timeout:.0f} s: "
+                             f"{json.dumps(self.status())[:1500]}\n{self.log_tail()}")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

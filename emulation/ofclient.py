@@ -99,7 +99,10 @@ class FlowReader:
         deadline = time.monotonic() + self.timeout
         while len(buf) < n:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([s], [], [], left)[0]:
+            # poll, not select: a big net has more than FD_SETSIZE (1024) descriptors open
+            p = select.poll()
+            p.register(s, select.POLLIN)
+            if left <= 0 or not p.poll(left * 1000):
                 raise OpenFlowClientError("timeout reading from ovs-vswitchd")
             chunk = s.recv(n - len(buf))
             if not chunk:

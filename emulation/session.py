@@ -69,9 +69,10 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
                     report.update(_paths(fnet, ts, prober, pairs, targets, seed))
                 times["total"] = time.perf_counter() - t0
                 report["times"] = {k: round(v, 3) for k, v in times.items()}
-                # VAL may pass a switch twice, and so may VAL_3h when the source's choice
-                # (blind to the destination) turns back; MIN, VAL_nta and DSN-F never do
-                revisit_ok = any(c.name in ("val", "val-3h") for c in ts.classes)
+                # VAL may pass a switch twice, VAL_3h when the source's choice (blind to the
+                # destination) turns back, group VAL when a pair inside one group detours via
+                # another group; MIN, VAL_nta and DSN-F never do
+                revisit_ok = any(c.name in ("val", "val-3h", "val-group") for c in ts.classes)
                 report["hop_bound"] = max(c.max_hops for c in ts.classes)
                 report["ok"] = (report["delivered"] == report["pairs"]
                                 and report["path_mismatches"] == 0

@@ -45,7 +45,8 @@ def add_parsers(subparsers) -> None:
 
 
 def _config(path, sets) -> SimConfig:
-    cfg = SimConfig.load(path) if path else SimConfig()
+    """A SimConfig file, or the ``[config]`` of an experiment file, plus ``--set`` keys."""
+    cfg = load_experiment(path)[1] if path else SimConfig()
     return cfg.replace(**_sets(sets)) if sets else cfg
 
 
@@ -115,8 +116,9 @@ def cmd_sweep(args) -> int:
     if not (spec and routings and loads):
         raise UsageError("sweep: needs SPEC, --routing and --loads (or --experiment FILE)")
     seed = args.seed if args.seed is not None else exp.get("seed", 1)
-    out = args.out or (f"out/sim/{exp['name']}" if exp.get("name") else None)
-    res = sweep(spec, routings, traffic, loads, cfg, seed=seed, workers=args.workers, out=out,
+    out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
+    res = sweep(spec, routings, traffic, loads, cfg, seed=seed,
+                workers=args.workers or exp.get("workers"), out=out,
                 title=exp.get("figure"), progress=not args.quiet, vcs=args.vcs)
     summary = [{"routing": p["routing_name"], "offered": p["offered"],
                 "accepted": round(p["accepted"], 4),
@@ -125,3 +127,17 @@ def cmd_sweep(args) -> int:
     json.dump({"out": str(out) if out else None, "points": summary}, sys.stdout, indent=1)
     print()
     return 0
+
+
+def main(argv=None) -> int:
+    """``python -m simulator.cli simulate|sweep ...`` (the same commands as ``fabroute``)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m simulator.cli")
+    add_parsers(ap.add_subparsers(dest="cmd", required=True))
+    a = ap.parse_args(argv)
+    return a.func(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

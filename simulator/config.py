@@ -2,7 +2,8 @@
 
 Load from a TOML or JSON file with :meth:`SimConfig.load`; unknown keys are an error.  An
 experiment file (``simulator/experiments/*.toml``) may also carry the keys of
-:data:`EXPERIMENT_KEYS` (topology, routings, traffic, loads, seed), which
+:data:`EXPERIMENT_KEYS` (topology, routings, traffic, loads, seed, output path ``out``
+without suffix, ``workers``), which
 :func:`load_experiment` separates from the simulation parameters.
 """
 
@@ -12,7 +13,8 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-EXPERIMENT_KEYS = ("name", "figure", "spec", "routings", "traffic", "loads", "seed", "note")
+EXPERIMENT_KEYS = ("name", "figure", "spec", "routings", "traffic", "loads", "seed", "note",
+                   "out", "workers")
 
 
 @dataclass
@@ -34,7 +36,8 @@ class SimConfig:
     credit_latency: int = 0           #: cycles for a credit to return (0: channel_latency)
     speedup: int = 1                  #: internal speedup (crossbar rounds per cycle)
     flow_control: str = "vct"         #: ``vct`` (virtual cut-through); wormhole: not yet
-    allocator: str = "rr"             #: ``rr``: separable input-first round-robin
+    allocator: str = "rr"             #: ``rr``: separable input-first round-robin; ``islip``
+    islip_iterations: int = 1         #: iSLIP iterations per allocation round
     # routing decisions (UGAL); classes, tables and VCs come from the TableSet
     ugal: str = "local"               #: ``local`` (UGAL-L) or ``global`` (UGAL-G)
     ugal_rule: str = "auto"           #: ``kim``, ``yebenes``, ``vch``; auto: kim on Dragonfly
@@ -50,7 +53,7 @@ class SimConfig:
     saturation_ratio: float = 0.95    #: saturated when accepted < ratio * offered (or undrained)
     latency_hist_max: int = 65536     #: latency histogram bins (percentiles)
 
-    CHOICES = {"flow_control": ("vct",), "allocator": ("rr",), "ugal": ("local", "global"),
+    CHOICES = {"flow_control": ("vct",), "allocator": ("rr", "islip"), "ugal": ("local", "global"),
                "ugal_rule": ("auto", "kim", "yebenes", "vch"),
                "ugal_g_reading": ("backlog-hops", "backlog", "credits-hops")}
 
@@ -63,7 +66,8 @@ class SimConfig:
                 raise ValueError(f"config: {k}={getattr(self, k)!r}; expected one of "
                                  f"{', '.join(allowed)}")
         for k in ("packet_size", "buffer_depth", "speedup", "measure_cycles", "warmup_cycles",
-                  "deadlock_cycles", "source_queue_cap", "warmup_max_periods"):
+                  "deadlock_cycles", "source_queue_cap", "warmup_max_periods",
+                  "islip_iterations"):
             if int(getattr(self, k)) < 1:
                 raise ValueError(f"config: {k}={getattr(self, k)}; expected an integer >= 1")
         for k in ("router_delay", "channel_latency", "terminal_latency", "credit_latency",
@@ -151,6 +155,19 @@ ROUTINGS = {
     "ugal-l-ori": ("ugal-l", "val", "local"),
     "ugal-l-nta": ("ugal-l", "val-nta", "local"),
     "ugal-l-3h": ("ugal-l", "val-3h", "local"),
+    "ugal-l-vch": ("ugal-l", None, "local"),
     "ugal-g": ("ugal-l", None, "global"),
+    "ugal-g-bh": ("ugal-l", None, "global"),
+    "ugal-g-b": ("ugal-l", None, "global"),
+    "ugal-g-c": ("ugal-l", None, "global"),
     "dsnf": ("dsnf", None, None),
+}
+
+#: routing names that also fix a config key (UGAL-G's named readings, Kim's UGAL-L_VC_H;
+#: ``ugal-g`` / ``ugal-l`` use the config's ``ugal_g_reading`` / ``ugal_rule``)
+ROUTING_CONFIG = {
+    "ugal-l-vch": {"ugal_rule": "vch"},
+    "ugal-g-bh": {"ugal_g_reading": "backlog-hops"},
+    "ugal-g-b": {"ugal_g_reading": "backlog"},
+    "ugal-g-c": {"ugal_g_reading": "credits-hops"},
 }

@@ -16,7 +16,9 @@ Router model (one cycle = one flit time on a channel; see ``docs/simulator.md``)
 * a packet becomes eligible for switch allocation ``router_delay`` cycles after its head
   arrived (routing, VC and switch allocation pipeline); the route (out port, out VC) is
   computed by :func:`step_c` when the packet reaches the head of its input VC;
-* switch allocation: separable, input-first, round-robin at both stages; with internal
+* switch allocation: separable, input-first, round-robin at both stages (``rr``), or iSLIP
+  (``islip``: every input requests every output it has a ready head for; round-robin grant
+  and accept pointers moved only by first-iteration matches; ``islip_iterations``); with internal
   ``speedup`` S the crossbar runs S allocation rounds per cycle and moves S flits per cycle per
   input and per output into an output queue (``output_buffer`` flits), which feeds the
   channel at one flit per cycle;
@@ -52,7 +54,10 @@ ST_OK, ST_DEADLOCK, ST_NO_ROUTE, ST_POOL = 0, 1, 2, 3
 # indices into the integer parameter vector ``prm``
 (P_ROUTER_DELAY, P_CHAN_LAT, P_TERM_LAT, P_CREDIT_LAT, P_SIZE, P_DEPTH, P_INJ_CAP, P_OQ_FLITS,
  P_SPEEDUP, P_MODE, P_RULE, P_THRESHOLD, P_GREAD, P_DEADLOCK, P_SQ_CAP, P_NGROUPS,
- P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_NPRM) = range(20)
+ P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_NPRM) = range(22)
+
+# switch allocators
+ALLOC_RR, ALLOC_ISLIP = 0, 1
 
 # indices into the statistics vector ``st``
 (S_LAB_GEN, S_LAB_DEL, S_LAB_LAT, S_LAB_NETLAT, S_LAB_HOPS, S_LAB_NONMIN, S_WIN_EJ_FLITS,
@@ -284,8 +289,9 @@ def _path_reading(src, dst, c, inter, pk_args, R, V, NP, depth, credits, oq_flit
     """UGAL-G: the queue reading of a path with global knowledge and its hop count.
 
     Dragonfly (``df_global``): the path's first global channel (the one leaving ``G_s``);
-    other topologies: the sum over the path's channels.  ``backlog`` readings add the flits
-    waiting in the channel's router for that output to the downstream occupancy."""
+    other topologies: the sum over the path's channels.  ``backlog`` readings: the flits
+    waiting in the channel's router for that output (input buffers and output queue) plus the
+    downstream occupancy; ``credits-hops``: the downstream occupancy (credits) only."""
     (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
      vc_inc, num_vcs) = pk_args
     h = walk_c(src, dst, c, inter, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
@@ -296,9 +302,12 @@ def _path_reading(src, dst, c, inter, pk_args, R, V, NP, depth, credits, oq_flit
         j = tmp_po[k]
         if df_global and not is_global[x, j]:
             continue
-        r = _occ_port(x, j, R, V, NP, depth, credits, oq_flits)
-        if gread != GREAD_CREDITS_HOPS:
-            r += backlog[x * NP + j]
+        if gread == GREAD_CREDITS_HOPS:   # downstream occupancy only (credits)
+            r = 0
+            for v in range(V):
+                r += depth - credits[(x * R + j) * V + v]
+        else:                             # + output queue + flits waiting for the output
+            r = _occ_port(x, j, R, V, NP, depth, credits, oq_flits) + backlog[x * NP + j]
         q += r
         if df_global:
             break
@@ -398,7 +407,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc, pk_ready,
                pk_gen, pk_inj, pk_hops, pk_label, free_list,
                in_q, in_head, in_cnt, in_rr, in_busy, credits, oq, oq_head, oq_cnt, oq_flits,
-               out_busy, out_xbar, out_rr, backlog, ce_time, ce_idx, ce_amt,
+               out_busy, out_xbar, out_rr, acc_rr, backlog, ce_time, ce_idx, ce_amt,
                sq, sq_head, sq_cnt, inj_busy, sw_cnt, link_flits, lat_hist):
     """Run cycles ``t .. t_end - 1`` (or, with ``drain``, until every labelled packet has
     left).  Returns ``(status, t)``; the state arrays are updated in place."""
@@ -427,6 +436,13 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     req_o = np.empty(NP, np.int64)
     best_i = np.empty(NP, np.int64)
     best_d = np.empty(NP, np.int64)
+    islip = prm[P_ALLOC] == ALLOC_ISLIP
+    iters = prm[P_ITERS]
+    # iSLIP: req_vc[i, o] the VC of input i that requests output o (-1: none)
+    req_vc = np.full((NP, NP), -1, np.int64)
+    req_list = np.empty((NP, NP), np.int64)
+    req_n = np.zeros(NP, np.int64)
+    grant = np.empty(NP, np.int64)
     tmp_sw = np.empty(4 * N + 5, np.int64)
     tmp_po = np.empty(4 * N + 4, np.int64)
     tmp_vc = np.empty(4 * N + 4, np.int64)
@@ -509,6 +525,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                 for i in range(NP):
                     req_v[i] = -1
                     best_i[i] = -1
+                    req_n[i] = 0
                     if i < R:
                         if adj[u, i] < 0:
                             continue
@@ -534,21 +551,67 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                             continue
                         if o < R and credits[(u * R + o) * V + pk_ovc[pk]] < size:
                             continue
+                        anyreq = True
+                        if islip:   # every output the input has a ready head for
+                            if req_vc[i, o] < 0:
+                                req_vc[i, o] = v
+                                req_list[i, req_n[i]] = o
+                                req_n[i] += 1
+                            continue
                         req_v[i] = v
                         req_o[i] = o
-                        anyreq = True
                         break
                 if not anyreq:
                     break
-                # output stage: every output grants one requesting input (round-robin)
-                for i in range(NP):
-                    if req_v[i] < 0:
-                        continue
-                    o = req_o[i]
-                    dd = (i - out_rr[u * NP + o]) % NP
-                    if best_i[o] < 0 or dd < best_d[o]:
-                        best_i[o] = i
-                        best_d[o] = dd
+                if islip:
+                    # iSLIP (McKeown): request-grant-accept, round-robin grant pointers per
+                    # output and accept pointers per input, moved only by a match of the
+                    # first iteration; ``iters`` iterations over the unmatched ports
+                    for o in range(NP):
+                        best_i[o] = -1
+                    for itr in range(iters):
+                        for o in range(NP):
+                            grant[o] = -1
+                            if best_i[o] >= 0:
+                                continue
+                            start = out_rr[u * NP + o]
+                            for k in range(NP):
+                                i = (start + k) % NP
+                                if req_n[i] > 0 and req_v[i] < 0 and req_vc[i, o] >= 0:
+                                    grant[o] = i
+                                    break
+                        progress = False
+                        for i in range(NP):
+                            if req_n[i] == 0 or req_v[i] >= 0:
+                                continue
+                            pi = u * NP + i
+                            start = acc_rr[pi]
+                            for k in range(NP):
+                                o = (start + k) % NP
+                                if grant[o] == i:
+                                    best_i[o] = i
+                                    req_v[i] = req_vc[i, o]
+                                    req_o[i] = o
+                                    progress = True
+                                    if itr == 0:
+                                        acc_rr[pi] = (o + 1) % NP
+                                        out_rr[u * NP + o] = (i + 1) % NP
+                                    break
+                        if not progress:
+                            break
+                    for i in range(NP):
+                        for k in range(req_n[i]):
+                            req_vc[i, req_list[i, k]] = -1
+                else:
+                    # output stage: every output grants one requesting input (round-robin)
+                    for i in range(NP):
+                        if req_v[i] < 0:
+                            continue
+                        o = req_o[i]
+                        dd = (i - out_rr[u * NP + o]) % NP
+                        if best_i[o] < 0 or dd < best_d[o]:
+                            best_i[o] = i
+                            best_d[o] = dd
                 for o in range(NP):
                     i = best_i[o]
                     if i < 0:
@@ -562,7 +625,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     in_rr[pi] = (v + 1) % (V if i < R else 1)
                     in_busy[pi] = slot + size
                     oi = u * NP + o
-                    out_rr[oi] = (i + 1) % NP
+                    if not islip:
+                        out_rr[oi] = (i + 1) % NP
                     out_xbar[oi] = slot + size
                     backlog[oi] -= size
                     if o < R:

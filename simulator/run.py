@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from . import engine as E
-from .config import ROUTINGS, SimConfig
+from .config import ROUTING_CONFIG, ROUTINGS, SimConfig
 from .traffic import pattern
 
 
@@ -26,7 +26,7 @@ def tables_for(topo, routing: str, vcs: int | None = None):
         raise ValueError(f"routing {routing!r} is unknown; expected one of {', '.join(ROUTINGS)}")
     r, nonmin, mode = ROUTINGS[routing]
     ts = build_tables(topo, r, nonmin=nonmin, vcs=vcs)
-    return ts, ({"ugal": mode} if mode else {})
+    return ts, {**({"ugal": mode} if mode else {}), **ROUTING_CONFIG.get(routing, {})}
 
 
 class _State:
@@ -71,6 +71,7 @@ class _State:
         self.out_busy = np.zeros(N * NP, np.int64)
         self.out_xbar = np.zeros(N * NP, np.int64)
         self.out_rr = np.zeros(N * NP, np.int64)
+        self.acc_rr = np.zeros(N * NP, np.int64)
         self.backlog = np.zeros(N * NP, np.int64)
         ce = N * NP * cfg.speedup * (cfg.credit_lat + 2) + 16
         self.ce_time = np.zeros(ce, np.int64)
@@ -102,7 +103,7 @@ class _State:
             s.pk_dst, s.pk_dhost, s.pk_phase, s.pk_inter, s.pk_vc, s.pk_cls, s.pk_out, s.pk_ovc,
             s.pk_ready, s.pk_gen, s.pk_inj, s.pk_hops, s.pk_label, s.free_list,
             s.in_q, s.in_head, s.in_cnt, s.in_rr, s.in_busy, s.credits, s.oq, s.oq_head,
-            s.oq_cnt, s.oq_flits, s.out_busy, s.out_xbar, s.out_rr, s.backlog, s.ce_time,
+            s.oq_cnt, s.oq_flits, s.out_busy, s.out_xbar, s.out_rr, s.acc_rr, s.backlog, s.ce_time,
             s.ce_idx, s.ce_amt, s.sq, s.sq_head, s.sq_cnt, s.inj_busy, s.sw_cnt, s.link_flits,
             s.lat_hist)
 
@@ -132,6 +133,8 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
     prm[E.P_GREAD] = {"backlog-hops": E.GREAD_BACKLOG_HOPS, "backlog": E.GREAD_BACKLOG,
                       "credits-hops": E.GREAD_CREDITS_HOPS}[cfg.ugal_g_reading]
     prm[E.P_DEADLOCK] = cfg.deadlock_cycles
+    prm[E.P_ALLOC] = {"rr": E.ALLOC_RR, "islip": E.ALLOC_ISLIP}[cfg.allocator]
+    prm[E.P_ITERS] = cfg.islip_iterations
     prm[E.P_NGROUPS] = topo.n_groups
     prm[E.P_DF_GLOBAL] = int(topo.kind == "dragonfly")
     prm[E.P_MEAS_START] = 1 << 60

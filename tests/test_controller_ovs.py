@@ -5,38 +5,23 @@ OpenFlow error replies.  The bridges are a whole fabric: one per switch, patch p
 dangling patch ports as host ports, every port at our port number.  Traffic through
 Mininet hosts is tests/test_emulation.py."""
 
-import json
 import os
-import signal
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from emulation.ctl import Controller, free_port
+from emulation.net import ensure_ovs
 from tablegen.cli import main
 from tablegen.openflow import dpid
 from tablegen.spec import build
 
 pytestmark = [pytest.mark.ovs, pytest.mark.xdist_group("ovs")]
 
-OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
-FABROUTE = str(Path(sys.executable).parent / "fabroute")
-
-
 def run(*cmd, check=True):
     return subprocess.run(cmd, check=check, capture_output=True, text=True)
-
-
-def ensure_ovs():
-    if not Path(OVS_CTL).exists():
-        pytest.fail("Open vSwitch is not installed (apt-get install openvswitch-switch; "
-                    "make test installs it)")
-    if run(OVS_CTL, "status", check=False).returncode != 0:
-        run(OVS_CTL, "start", "--system-id=random", "--no-monitor", "--no-mlockall")
 
 
 class BridgeFabric:
@@ -72,7 +57,7 @@ class BridgeFabric:
         """Drop the switch's OpenFlow connection and restore it.  (Not with del-controller:
         OVS flushes a secure bridge's flows when its last controller is removed.)"""
         run("ovs-vsctl", "set-controller", self.names[s], f"tcp:127.0.0.1:{free_port()}")
-        ctl.wait(lambda st: str(s) not in st["per_switch"], what=f"switch {s} disconnected")
+        ctl.wait_for(lambda st: str(s) not in st["per_switch"], what=f"switch {s} disconnected")
         run("ovs-vsctl", "set-controller", self.names[s], f"tcp:127.0.0.1:{port}")
 
     def close(self):
@@ -80,43 +65,6 @@ class BridgeFabric:
         for br in self.names:
             cmd += ["--", "--if-exists", "del-br", br]
         run(*cmd, check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Controller:
-    def __init__(self, tables: Path, workdir: Path, port: int, name="ctl"):
-        self.status = workdir / f"{name}.status.json"
-        self.log = workdir / f"{name}.log"
-        self.proc = subprocess.Popen([FABROUTE, "controller", str(tables), "--listen",
-                                      f"127.0.0.1:{port}", "--status", str(self.status),
-                                      "--log", str(self.log)], stderr=subprocess.DEVNULL)
-
-    def state(self) -> dict:
-        try:
-            return json.loads(self.status.read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def wait(self, cond, timeout=60.0, what="condition"):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            st = self.state()
-            if st and cond(st):
-                return st
-            assert self.proc.poll() is None, f"controller exited: {self.log.read_text()[-2000:]}"
-            time.sleep(0.2)
-        raise AssertionError(f"timeout waiting for {what}: {json.dumps(self.state())[:600]}\n"
-                             f"{self.log.read_text()[-1500:]}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +76,7 @@ def sf5(tmp_path_factory):
     port = free_port()
     env = SimpleNamespace(fab=BridgeFabric(build("slimfly:q=5"), f"c{os.getpid() % 1000}s", port),
                           dir=d, port=port)
-    env.ctl = Controller(d / "sf5", d, port)
+    env.ctl = Controller(d / "sf5", port, d, "ctl")
     try:
         yield env
     finally:
@@ -138,27 +86,27 @@ def sf5(tmp_path_factory):
 
 def test_every_switch_is_installed_read_back_and_verified(sf5):
     fab, ctl = sf5.fab, sf5.ctl
-    st = ctl.wait(lambda s: s["verified"] == 50, what="50 verified switches")
+    st = ctl.wait_for(lambda s: s["verified"] == 50, what="50 verified switches")
     assert st["failed"] == 0 and st["refused"] == []
     per = st["per_switch"]
     for s in (0, 17, 49):
         assert len(fab.flows(s)) == per[str(s)]["flows"] == per[str(s)]["flow_mods"]
         assert all(f"cookie={st['cookie']}" in line for line in fab.flows(s))
-    assert "switch 49 verified" in ctl.log.read_text()
+    assert "switch 49 verified" in ctl.log_path.read_text()
 
 
 def test_tampered_flow_is_repaired_after_reconnect(sf5):
     fab, ctl, port = sf5.fab, sf5.ctl, sf5.port
-    ctl.wait(lambda s: s["verified"] == 50, what="50 verified switches")
+    ctl.wait_for(lambda s: s["verified"] == 50, what="50 verified switches")
     before = len(fab.flows(3))
     run("ovs-ofctl", "-O", "OpenFlow13", "mod-flows", fab.names[3],
         "table=4,metadata=6,dl_vlan_pcp=0,actions=output:7")
     run("ovs-ofctl", "-O", "OpenFlow13", "add-flow", fab.names[3],
         "table=3,priority=999,dl_vlan=0,actions=drop")
     fab.reconnect(3, port, ctl)
-    ctl.wait(lambda s: s["per_switch"].get("3", {}).get("repairs", 0) >= 1
+    ctl.wait_for(lambda s: s["per_switch"].get("3", {}).get("repairs", 0) >= 1
              and s["per_switch"]["3"]["state"] == "verified", what="switch 3 repaired")
-    log = ctl.log.read_text()
+    log = ctl.log_path.read_text()
     assert "switch 3 (dpid 0000000000000004) disconnected" in log
     assert "switch 3 differs from its program (round 1): {'missing_flows': 2, 'extra_flows': 1" in log
     assert not any("priority=999" in line for line in fab.flows(3))
@@ -168,22 +116,22 @@ def test_tampered_flow_is_repaired_after_reconnect(sf5):
 
 
 def test_restarted_controller_verifies_without_flushing(sf5, tmp_path):
-    sf5.ctl.wait(lambda s: s["verified"] == 50, what="50 verified switches")
+    sf5.ctl.wait_for(lambda s: s["verified"] == 50, what="50 verified switches")
     sf5.ctl.stop()
     assert len(sf5.fab.flows(10)) > 0, "fail-mode secure: the switch keeps its flows"
-    sf5.ctl = Controller(sf5.dir / "sf5", tmp_path, sf5.port, "restart")
-    st = sf5.ctl.wait(lambda s: s["verified"] == 50, what="re-verified")
+    sf5.ctl = Controller(sf5.dir / "sf5", sf5.port, tmp_path, "restart")
+    st = sf5.ctl.wait_for(lambda s: s["verified"] == 50, what="re-verified")
     assert all(v["flow_mods"] == 0 and v["repairs"] == 0 for v in st["per_switch"].values())
 
 
 def test_unknown_datapath_and_another_fabric_are_refused(sf5, tmp_path):
     ctl, port = sf5.ctl, sf5.port
-    ctl.wait(lambda s: s["verified"] == 50, what="50 verified switches")
+    ctl.wait_for(lambda s: s["verified"] == 50, what="50 verified switches")
     # a datapath id the fabric does not have
     odd = BridgeFabric(build("dsnf:n=32"), f"u{os.getpid() % 1000}s", port,
                        dpid_of=lambda s: 0x7000 + s)
     try:
-        st = ctl.wait(lambda s: any("0000000000007000" in r for r in s["refused"]),
+        st = ctl.wait_for(lambda s: any("0000000000007000" in r for r in s["refused"]),
                       what="unknown dpid refused")
         assert any("not a switch of slimfly:q=5" in r for r in st["refused"])
     finally:
@@ -195,12 +143,12 @@ def test_unknown_datapath_and_another_fabric_are_refused(sf5, tmp_path):
     try:
         for br in other.names:
             run("ovs-vsctl", "set-controller", br, f"tcp:127.0.0.1:{other_port}")
-        ctl2 = Controller(sf5.dir / "sf5", tmp_path, other_port, "other")
-        st = ctl2.wait(lambda s: any(r.startswith("refused datapath 0000000000000001:")
+        ctl2 = Controller(sf5.dir / "sf5", other_port, tmp_path, "other")
+        st = ctl2.wait_for(lambda s: any(r.startswith("refused datapath 0000000000000001:")
                                      for r in s["refused"]), what="foreign switch 0 refused")
         assert st["verified"] == 0
         assert any("tables of another fabric?" in r for r in st["refused"])
-        assert "refused datapath 0000000000000001: switch 0 of slimfly:q=5" in ctl2.log.read_text()
+        assert "refused datapath 0000000000000001: switch 0 of slimfly:q=5" in ctl2.log_path.read_text()
     finally:
         if ctl2:
             ctl2.stop()
@@ -216,11 +164,11 @@ def test_openflow_errors_are_logged_and_the_switch_fails(tmp_path):
     # switch 5's forwarding table refuses more than 3 flows
     run("ovs-vsctl", "--", "--id=@t", "create", "flow_table", "flow_limit=3",
         "overflow_policy=refuse", "--", "set", "bridge", fab.names[5], "flow_tables:3=@t")
-    ctl = Controller(tmp_path / "t", tmp_path, port)
+    ctl = Controller(tmp_path / "t", port, tmp_path, "ctl")
     try:
-        st = ctl.wait(lambda s: s["verified"] == 31 and s["failed"] == 1, what="31 + 1 failed")
+        st = ctl.wait_for(lambda s: s["verified"] == 31 and s["failed"] == 1, what="31 + 1 failed")
         assert st["per_switch"]["5"]["errors"] > 0
-        log = ctl.log.read_text()
+        log = ctl.log_path.read_text()
         assert "switch 5 (dpid 0000000000000006) OpenFlow error type=5 code=1" in log
         assert "switch 5 still differs after 3 repairs" in log
     finally:

@@ -341,15 +341,3 @@ def test_opensm_start_failure_reports_log_and_stops_both(df, tmp_path, capsys):
     assert rep["error"].startswith("opensm exited") and not rep["ok"]
     assert any("unknown host" in l and "no-such-node" in l for l in rep["log_tail"])
     _assert_stopped(rep)
-
-
-def test_demo_exports_verifies_and_loads_into_opensm(tmp_path, capsys):
-    """The README's `make demo`: three routings exported, then VAL_3h on LMC 2 through real
-    OpenSM + ibsim with zero mismatches."""
-    assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
-    for routing in ("min", "val-3h", "ugal-l"):
-        assert (tmp_path / "demo" / routing / "openflow" / "manifest.json").exists()
-    g = json.loads((tmp_path / "demo" / "ib-val-3h" / "guids.json").read_text())
-    assert g["lmc"] == 2 and g["ib"]["sls_used"] == 2
-    out = capsys.readouterr()
-    assert "│ path_sl │ 169200  │ 0          │" in out.err     # rich console: stderr

@@ -281,3 +281,190 @@ def test_experiment_files_load():
         assert {"spec", "routings", "traffic", "loads"} <= exp.keys(), f
         build(exp["spec"])
         pattern(build(exp["spec"]), exp["traffic"])
+
+
+# ---------------------------------------------------------------------------------------------
+# analytic throughput bound (simulator/bound.py)
+# ---------------------------------------------------------------------------------------------
+from simulator.bound import throughput_bound  # noqa: E402
+
+
+@pytest.mark.parametrize("spec,routing,traffic", [
+    (DF, "val", "worst-case"), (DF, "ugal-l", "uniform"), ("slimfly:q=3", "val-3h", "uniform"),
+    ("slimfly:q=3", "val-nta", "randperm"), ("dsnf:n=32", "dsnf", "transpose"),
+    ("torus:x=4,y=4", "val", "bitrev"),
+])
+def test_bound_matches_python_walks(spec, routing, traffic):
+    """The compiled bound equals a pure-Python one over TableSet.walk and
+    TableSet.candidates (every class)."""
+    topo = build(spec)
+    ts, _ = tables_for(topo, routing)
+    lo, hi = pattern(topo, traffic, seed=1)
+    b = throughput_bound(ts, traffic, seed=1)
+    for c in ts.classes:
+        sub = type(ts)(**{**ts.__dict__, "classes": [c]}) if len(ts.classes) > 1 else ts
+        ref = _channel_bound(sub, lo, hi)
+        assert b["classes"][c.name]["bound_uncapped"] == pytest.approx(ref, rel=1e-9), c.name
+
+
+def test_bound_hand_computed():
+    """Hand-computed values: Dragonfly p=h=2, a=4 MIN worst case: the one global channel
+    between groups i and i+1 carries the a*p = 8 hosts of group i: 1/8 (local channels 4).
+    4x4 torus, DOR (X then Y, ties positive), uniform over the 15 other hosts: the X+ channel
+    of a ring carries, per source, 4 destinations at +1 (1 hop) and 4 at +2 (2 hops), and by
+    symmetry each X+ channel (4+8)/15 = 0.8; X- 4/15; the bound is capped at 1 (injection).
+    Transpose on the 4x4 torus: every X+ ring channel carries 2 flows: 1/2."""
+    b = throughput_bound(tables_for(build(DF), "min")[0], "worst-case")
+    m = b["classes"]["min"]
+    assert b["bound"] == pytest.approx(1 / 8) and m["max_load"] == pytest.approx(8)
+    assert m["by_kind"]["global"]["max_load"] == pytest.approx(8)
+    assert m["by_kind"]["local"]["max_load"] == pytest.approx(4)
+    assert m["bottleneck"]["kind"] == "global" and m["limited_by"] == "channel"
+    t = throughput_bound(tables_for(build("torus:x=4,y=4"), "min")[0], "uniform")
+    m = t["classes"]["min"]
+    assert m["max_load"] == pytest.approx(12 / 15) and t["bound"] == 1.0
+    assert m["bound_uncapped"] == pytest.approx(15 / 12) and m["limited_by"] == "injection"
+    assert m["by_kind"]["x"]["max_load"] == pytest.approx(0.8)
+    assert m["by_kind"]["y"]["max_load"] == pytest.approx(0.8)
+    assert m["avg_load"] == pytest.approx((12 + 4) / 15 / 2)
+    assert m["hops_avg"] == pytest.approx(2 * (4 * 1 + 4 * 2 + 4 * 1) / 15)   # per dimension
+    tr = throughput_bound(tables_for(build("torus:x=4,y=4"), "min")[0], "transpose")
+    assert tr["bound"] == pytest.approx(0.5)
+    # UGAL: each class, and the best fixed split
+    u = throughput_bound(tables_for(build(DF), "ugal-l")[0], "worst-case")
+    assert u["bound"] is None and set(u["classes"]) == {"min", "val-group"}
+    assert u["classes"]["min"]["bound"] == pytest.approx(1 / 8)
+    assert u["mix"]["bound"] >= u["classes"]["val-group"]["bound"]
+    assert json.loads(json.dumps(u)) == u
+
+
+# (spec, routing, traffic): uniform and an adversarial pattern on small fabrics
+CROSS = [(DF, "min", "worst-case"), (DF, "val", "uniform"), (DF, "val", "worst-case"),
+         ("slimfly:q=5", "min", "adversarial"), ("slimfly:q=5", "val-3h", "adversarial"),
+         ("slimfly:q=5", "min", "adversarial:A=13,B=12"), ("torus:x=4,y=4", "min", "transpose")]
+
+
+@pytest.mark.parametrize("spec,routing,traffic", CROSS)
+def test_simulated_saturation_agrees_with_bound(spec, routing, traffic):
+    """The built-in cross-check: with speedup 4 (routers not the bottleneck) the simulated
+    saturation throughput of MIN and VAL lies within 10 % of the analytic bound:
+    at 0.9 x bound the run is not saturated and accepts the offered load (within 3 %), at
+    1.1 x bound it is saturated."""
+    ts, _ = tables_for(build(spec), routing)
+    b = throughput_bound(ts, traffic)["bound"]
+    assert b < 0.9
+    cfg = SimConfig(speedup=4, **FAST)
+    below = simulate(ts, cfg, traffic, 0.9 * b, seed=1)
+    above = simulate(ts, cfg, traffic, 1.1 * b, seed=1)
+    assert not below["saturated"] and below["accepted"] == pytest.approx(0.9 * b, rel=0.03)
+    assert above["saturated"]
+
+
+def test_simulated_uniform_min_reaches_injection_bound(df):
+    """Where the bound is the injection bandwidth (MIN, uniform): >= 0.95 of it with speedup 4."""
+    ts, _ = tables_for(df, "min")
+    assert throughput_bound(ts, "uniform")["bound"] == 1.0
+    r = simulate(ts, SimConfig(speedup=4, **FAST), "uniform", 1.0, seed=1)
+    assert r["accepted"] >= 0.95
+
+
+def test_slimfly_adversarial_min_one_over_p():
+    """Slim Fly q=5 (p=4) with an Algorithm-2 permutation whose 2-hop flows share no channel
+    (A=13, B=12): MIN's bound is 1/p and the simulation saturates there (±10 %, speedup 2 as
+    the paper's experiments); Table III-style A, B on our numbering (q=5: 2, 3; also q=7's
+    4, 3) make two flows share a channel: 1/(2p).  VAL_3h (bound 0.343) and UGAL-L_3h carry
+    1.2/p unsaturated."""
+    topo = build("slimfly:q=5")
+    p = int(topo.hosts[0])
+    mn, _ = tables_for(topo, "min")
+    adv = "adversarial:A=13,B=12"
+    assert throughput_bound(mn, adv)["bound"] == pytest.approx(1 / p)
+    assert throughput_bound(mn, "adversarial")["bound"] == pytest.approx(1 / (2 * p))
+    cfg = SimConfig(speedup=2, **FAST)
+    assert not simulate(mn, cfg, adv, 0.9 / p, seed=1)["saturated"]
+    r = simulate(mn, cfg, adv, 1.1 / p, seed=1)
+    assert r["saturated"] and r["accepted"] == pytest.approx(1 / p, rel=0.1)
+    for name in ("val-3h", "ugal-l-3h"):
+        ts, over = tables_for(topo, name)
+        x = simulate(ts, SimConfig(speedup=2, **FAST, **over), adv, 1.2 / p, seed=1)
+        # at least 1 - (1/p) / (1.2/p) = 1/6 of the packets must leave the minimal paths
+        assert not x["saturated"] and x["nonmin_share"] > 0.15, name
+
+
+def test_val_about_half_of_min_uniform_slimfly():
+    """Uniform random on Slim Fly q=5: VAL's bound and simulated saturation are about half of
+    MIN's (bounds: MIN 1.0 (capped), VAL 0.48; simulated at load 1, speedup 4)."""
+    topo = build("slimfly:q=5")
+    cfg = SimConfig(speedup=4, **FAST)
+    acc = {}
+    for name in ("min", "val"):
+        ts, _ = tables_for(topo, name)
+        acc[name] = simulate(ts, cfg, "uniform", 1.0, seed=1)["accepted"]
+        b = throughput_bound(ts, "uniform")["bound"]
+        assert acc[name] == pytest.approx(b, rel=0.1), name
+    assert 0.4 < acc["val"] / acc["min"] < 0.6
+
+
+def test_islip_allocator(df):
+    """iSLIP: the same zero-load latency and conservation as the round-robin allocator, and
+    with speedup 1 and several VCs (VAL, 3 VCs) more throughput: every input requests every
+    output it has a ready head for, so fewer outputs idle (3 iterations: +10 % or more)."""
+    ts, _ = tables_for(df, "val")
+    rr = simulate(ts, SimConfig(**FAST), "uniform", 1.0, seed=1)
+    i3 = simulate(ts, SimConfig(allocator="islip", islip_iterations=3, **FAST), "uniform", 1.0,
+                  seed=1)
+    assert i3["accepted"] > 1.1 * rr["accepted"]
+    mn, _ = tables_for(df, "min")
+    a = simulate(mn, SimConfig(allocator="islip", **FAST), "uniform", 0.3, seed=2)
+    b = simulate(mn, SimConfig(**FAST), "uniform", 0.3, seed=2)
+    assert a["drained"] and a["delivered"] == a["labelled"] and not a["saturated"]
+    assert a["latency_avg"] == pytest.approx(b["latency_avg"], rel=0.05)
+    with pytest.raises(ValueError):
+        SimConfig(allocator="wavefront")
+
+
+@pytest.mark.parametrize("spec,traffic", [("slimfly:q=5", "uniform"), ("slimfly:q=7", "shift"),
+                                          ("torus:x=4,y=4", "bitrev"), ("dsnf:n=32", "randperm")])
+def test_bound_val_decomposition(spec, traffic):
+    """Switch VAL (reach exit): the O(N^2 L) two-phase decomposition equals walking every
+    (pair, intermediate)."""
+    from simulator.bound import channel_load, demand
+
+    topo = build(spec)
+    ts, _ = tables_for(topo, "val")
+    D, _ = demand(topo, traffic)
+    a, ha = channel_load(ts, D, 0)
+    b, hb = channel_load(ts, D, 0, decompose=False)
+    assert np.allclose(a, b, rtol=1e-9, atol=1e-12) and ha == pytest.approx(hb, rel=1e-9)
+
+
+def test_bound_cli_helpers():
+    """add_bound_args / cmd_bound: what `fabroute analyze SPEC --throughput-bound` runs."""
+    from simulator.bound import add_bound_args, cmd_bound
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("spec")
+    add_bound_args(ap)
+    a = ap.parse_args([DF, "--routing", "min", "--traffic", "worst-case"])
+    assert cmd_bound(a)["bound"] == pytest.approx(1 / 8)
+    a = ap.parse_args([DF, "-r", "ugal-g", "-t", "uniform", "--class", "val-group"])
+    r = cmd_bound(a)
+    assert set(r["classes"]) == {"val-group"} and r["bound"] == pytest.approx(0.5071, abs=1e-3)
+    with pytest.raises(ValueError):
+        cmd_bound(ap.parse_args([DF, "-r", "min", "--class", "val"]))
+
+
+@pytest.mark.parametrize("name", ["ugal-g-bh", "ugal-g-b", "ugal-g-c"])
+def test_ugal_g_readings_close_to_val(df, name):
+    """Every named UGAL-G reading carries 0.9 x the VAL bound of the small Dragonfly's worst
+    case (0.4375) unsaturated, at no more than VAL's latency (+10 %)."""
+    b = throughput_bound(tables_for(df, "val")[0], "worst-case")["bound"]
+    val = simulate(tables_for(df, "val")[0], SimConfig(speedup=2, **FAST), "worst-case",
+                   0.9 * b, seed=1)
+    ts, over = tables_for(df, name)
+    assert over["ugal"] == "global" and over["ugal_g_reading"] == {
+        "ugal-g-bh": "backlog-hops", "ugal-g-b": "backlog", "ugal-g-c": "credits-hops"}[name]
+    r = simulate(ts, SimConfig(speedup=2, **FAST, **over), "worst-case", 0.9 * b, seed=1)
+    # MIN carries at most 1/8: at least 1 - 0.125 / 0.394 = 68 % must go non-minimally
+    assert not r["saturated"] and r["nonmin_share"] > 0.6
+    assert r["latency_avg"] <= 1.1 * val["latency_avg"]
