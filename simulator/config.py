@@ -35,7 +35,7 @@ class SimConfig:
     terminal_latency: int = 1         #: cycles on a host-router channel (each direction)
     credit_latency: int = 0           #: cycles for a credit to return (0: channel_latency)
     speedup: int = 1                  #: internal speedup (crossbar rounds per cycle)
-    flow_control: str = "vct"         #: ``vct`` (virtual cut-through); wormhole: not yet
+    flow_control: str = "vct"         #: ``vct`` (virtual cut-through) or ``wormhole``
     allocator: str = "rr"             #: ``rr``: separable input-first round-robin; ``islip``
     islip_iterations: int = 1         #: iSLIP iterations per allocation round
     # routing decisions (UGAL); classes, tables and VCs come from the TableSet
@@ -53,7 +53,8 @@ class SimConfig:
     saturation_ratio: float = 0.95    #: saturated when accepted < ratio * offered (or undrained)
     latency_hist_max: int = 65536     #: latency histogram bins (percentiles)
 
-    CHOICES = {"flow_control": ("vct",), "allocator": ("rr", "islip"), "ugal": ("local", "global"),
+    CHOICES = {"flow_control": ("vct", "wormhole"), "allocator": ("rr", "islip"),
+               "ugal": ("local", "global"),
                "ugal_rule": ("auto", "kim", "yebenes", "vch"),
                "ugal_g_reading": ("backlog-hops", "backlog", "credits-hops")}
 
@@ -76,7 +77,7 @@ class SimConfig:
                 raise ValueError(f"config: {k}={getattr(self, k)}; expected an integer >= 0")
         if self.channel_latency < 1:
             raise ValueError("config: channel_latency must be >= 1 cycle")
-        if self.buffer_depth < self.packet_size:
+        if self.flow_control == "vct" and self.buffer_depth < self.packet_size:
             raise ValueError(f"config: buffer_depth={self.buffer_depth} < packet_size="
                              f"{self.packet_size}; virtual cut-through needs a whole packet")
 

@@ -10,9 +10,14 @@ Router model (one cycle = one flit time on a channel; see ``docs/simulator.md``)
 
 * every switch has ``R`` network input ports with ``V`` VCs each and one injection port per
   host (one VC); every input VC is a FIFO of packets with ``buffer_depth`` flits of space;
-* credit-based flow control per output VC; virtual cut-through: a packet is forwarded only when
-  the downstream VC has credits for the whole packet; credits return ``credit_latency`` cycles
-  after the packet leaves the downstream buffer;
+* credit-based flow control per output VC.  Virtual cut-through (``vct``): a packet is
+  forwarded only when the downstream VC has credits for the whole packet, and moves as a unit
+  (its flits occupy the crossbar and the channel for ``packet_size`` slots); credits return
+  ``credit_latency`` cycles after the packet leaves the downstream buffer.  Wormhole
+  (``wormhole``): flits move one at a time; a head flit needs a *free* output VC (held by its
+  packet until the tail flit has crossed the crossbar) and one credit, every flit needs one
+  credit, so a packet may span several routers and a buffer may be shorter than a packet;
+  credits return per flit;
 * a packet becomes eligible for switch allocation ``router_delay`` cycles after its head
   arrived (routing, VC and switch allocation pipeline); the route (out port, out VC) is
   computed by :func:`step_c` when the packet reaches the head of its input VC;
@@ -54,16 +59,20 @@ ST_OK, ST_DEADLOCK, ST_NO_ROUTE, ST_POOL = 0, 1, 2, 3
 # indices into the integer parameter vector ``prm``
 (P_ROUTER_DELAY, P_CHAN_LAT, P_TERM_LAT, P_CREDIT_LAT, P_SIZE, P_DEPTH, P_INJ_CAP, P_OQ_FLITS,
  P_SPEEDUP, P_MODE, P_RULE, P_THRESHOLD, P_GREAD, P_DEADLOCK, P_SQ_CAP, P_NGROUPS,
- P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_NPRM) = range(22)
+ P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_FC, P_NPRM) = range(23)
 
 # switch allocators
 ALLOC_RR, ALLOC_ISLIP = 0, 1
+
+# flow control
+FC_VCT, FC_WORMHOLE = 0, 1
 
 # indices into the statistics vector ``st``
 (S_LAB_GEN, S_LAB_DEL, S_LAB_LAT, S_LAB_NETLAT, S_LAB_HOPS, S_LAB_NONMIN, S_WIN_EJ_FLITS,
  S_WIN_GEN_FLITS, S_ALL_DEL, S_ALL_LAT, S_OVERFLOW, S_LAST_MOVE, S_LAB_LAT_MAX, S_FLIT_HOPS,
  S_FREE_TOP, S_CE_HEAD, S_CE_TAIL, S_ERR_U, S_ERR_PK, S_LAB_MIN_LAT, S_LAB_MIN_CNT,
- S_ROUTER_CYCLES, S_LAB_NM_LAT, S_LAB_OVERFLOW, S_NST) = range(25)
+ S_ROUTER_CYCLES, S_LAB_NM_LAT, S_LAB_OVERFLOW, S_FE_HEAD, S_FE_TAIL, S_IE_HEAD, S_IE_TAIL,
+ S_NST) = range(29)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,12 +324,14 @@ def _path_reading(src, dst, c, inter, pk_args, R, V, NP, depth, credits, oq_flit
 
 
 @njit(cache=True, inline="always")
-def _route(u, pk, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is_global,
+def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is_global,
            host_off, R, V, NP, credits, oq_flits, backlog,
-           pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc,
+           pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc, q_rt,
            tmp_sw, tmp_po, tmp_vc):
-    """Route computation for a packet that reached the head of an input VC of ``u``; at the
-    source (class still undecided) first the source decision (class, intermediate)."""
+    """Route computation for a packet that reached the head of input VC ``q`` of ``u``; at
+    the source (class still undecided) first the source decision (class, intermediate).  The
+    route (out port, out VC) is kept per input VC (``q_rt``): under wormhole the packet's
+    head may be routed at the next switch while its tail still waits here."""
     (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
      vc_inc, num_vcs) = pk_args
     n = adj.shape[0]
@@ -397,6 +408,8 @@ def _route(u, pk, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is_gl
     else:
         pk_out[pk] = j
         pk_ovc[pk] = v
+    q_rt[q, 0] = pk_out[pk]
+    q_rt[q, 1] = pk_ovc[pk]
     backlog[u * NP + pk_out[pk]] += prm[P_SIZE]
     return True
 
@@ -408,9 +421,17 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                pk_gen, pk_inj, pk_hops, pk_label, free_list,
                in_q, in_head, in_cnt, in_rr, in_busy, credits, oq, oq_head, oq_cnt, oq_flits,
                out_busy, out_xbar, out_rr, acc_rr, backlog, ce_time, ce_idx, ce_amt,
-               sq, sq_head, sq_cnt, inj_busy, sw_cnt, link_flits, lat_hist):
+               sq, sq_head, sq_cnt, inj_busy, sw_cnt, link_flits, lat_hist,
+               q_rt, oq_fl, oq_vc, in_arr, in_sent, ovc_own, fe_time, fe_idx,
+               ie_time, ie_idx, inj_pk, inj_fl, inj_cred):
     """Run cycles ``t .. t_end - 1`` (or, with ``drain``, until every labelled packet has
-    left).  Returns ``(status, t)``; the state arrays are updated in place."""
+    left).  Returns ``(status, t)``; the state arrays are updated in place.
+
+    Wormhole state (unused under VCT): ``in_arr[q, k]`` flits of entry ``k`` of input VC ``q``
+    arrived, ``in_sent[q]`` flits of its head entry switched, ``ovc_own`` the packet holding
+    an output VC, ``fe_*`` / ``ie_*`` the flits under way on router and injection channels
+    (rings in time order: each has one constant delay), ``inj_pk`` / ``inj_fl`` the packet a
+    host is injecting and its flits sent, ``inj_cred`` the injection buffer's free flits."""
     (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
      vc_inc, num_vcs) = pk_args
     N, R = adj.shape
@@ -429,8 +450,12 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     tlat = prm[P_TERM_LAT]
     crlat = prm[P_CREDIT_LAT]
     ms, me = prm[P_MEAS_START], prm[P_MEAS_END]
+    wh = prm[P_FC] == FC_WORMHOLE
+    occ = 1 if wh else size    # flits one crossbar or channel move carries
     sq_cap = sq.shape[1]
     CE = ce_time.shape[0]
+    FE = fe_time.shape[0]
+    IE = ie_time.shape[0]
     LH = lat_hist.shape[0]
     req_v = np.empty(NP, np.int64)
     req_o = np.empty(NP, np.int64)
@@ -446,18 +471,31 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     tmp_sw = np.empty(4 * N + 5, np.int64)
     tmp_po = np.empty(4 * N + 4, np.int64)
     tmp_vc = np.empty(4 * N + 4, np.int64)
-    in_flight = 0
+    in_flight = 0    # packets (VCT) or flits (wormhole) in the routers
     for u in range(N):
         in_flight += sw_cnt[u]
     while t < t_end:
         if drain and st[S_LAB_DEL] + st[S_LAB_OVERFLOW] >= st[S_LAB_GEN]:
             break
-        # -- credits due ---------------------------------------------------------------------
+        # -- credits and (wormhole) flits due ----------------------------------------------------
         h0 = st[S_CE_HEAD]
         while h0 < st[S_CE_TAIL] and ce_time[h0 % CE] <= t:
             credits[ce_idx[h0 % CE]] += ce_amt[h0 % CE]
             h0 += 1
         st[S_CE_HEAD] = h0
+        if wh:
+            h0 = st[S_FE_HEAD]
+            while h0 < st[S_FE_TAIL] and fe_time[h0 % FE] <= t:
+                x = fe_idx[h0 % FE]
+                in_arr[x // icap, x % icap] += 1
+                h0 += 1
+            st[S_FE_HEAD] = h0
+            h0 = st[S_IE_HEAD]
+            while h0 < st[S_IE_TAIL] and ie_time[h0 % IE] <= t:
+                x = ie_idx[h0 % IE]
+                in_arr[x // icap, x % icap] += 1
+                h0 += 1
+            st[S_IE_HEAD] = h0
         # -- generation and injection ------------------------------------------------------------
         measuring = ms <= t < me
         for h in range(H):
@@ -472,46 +510,69 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     st[S_OVERFLOW] += 1
                     if measuring:
                         st[S_LAB_OVERFLOW] += 1
-            if sq_cnt[h] > 0 and inj_busy[h] <= t:
-                u = host_sw[h]
-                q = (u * NP + R + (h - host_off[u])) * V
-                if in_cnt[q] < inj_cap:
-                    top = st[S_FREE_TOP]
-                    if top == 0:
-                        return ST_POOL, t
-                    pk = free_list[top - 1]
-                    st[S_FREE_TOP] = top - 1
-                    g = sq[h, sq_head[h]]
-                    sq_head[h] = (sq_head[h] + 1) % sq_cap
-                    sq_cnt[h] -= 1
-                    lo, hi = tr_lo[h], tr_hi[h]
-                    if hi - lo == 1:
-                        d = lo
-                    else:
-                        d = lo + np.random.randint(hi - lo - (1 if lo <= h < hi else 0))
-                        if lo <= h < hi and d >= h:
-                            d += 1
-                    pk_dhost[pk] = d
-                    pk_dst[pk] = host_sw[d]
-                    pk_cls[pk] = -1
-                    pk_gen[pk] = g
-                    pk_inj[pk] = t
-                    pk_hops[pk] = 0
-                    pk_label[pk] = ms <= g < me
-                    pk_ready[pk] = t + tlat + rdelay
-                    in_q[q, (in_head[q] + in_cnt[q]) % icap] = pk
-                    in_cnt[q] += 1
+            u = host_sw[h]
+            q = (u * NP + R + (h - host_off[u])) * V
+            if wh:
+                start = inj_pk[h] < 0 and inj_cred[h] > 0 and in_cnt[q] < icap
+            else:
+                start = inj_busy[h] <= t and in_cnt[q] < inj_cap
+            if sq_cnt[h] > 0 and start:
+                top = st[S_FREE_TOP]
+                if top == 0:
+                    return ST_POOL, t
+                pk = free_list[top - 1]
+                st[S_FREE_TOP] = top - 1
+                g = sq[h, sq_head[h]]
+                sq_head[h] = (sq_head[h] + 1) % sq_cap
+                sq_cnt[h] -= 1
+                lo, hi = tr_lo[h], tr_hi[h]
+                if hi - lo == 1:
+                    d = lo
+                else:
+                    d = lo + np.random.randint(hi - lo - (1 if lo <= h < hi else 0))
+                    if lo <= h < hi and d >= h:
+                        d += 1
+                pk_dhost[pk] = d
+                pk_dst[pk] = host_sw[d]
+                pk_cls[pk] = -1
+                pk_gen[pk] = g
+                pk_inj[pk] = t
+                pk_hops[pk] = 0
+                pk_label[pk] = ms <= g < me
+                pk_ready[pk] = t + tlat + rdelay
+                k = (in_head[q] + in_cnt[q]) % icap
+                in_q[q, k] = pk
+                in_cnt[q] += 1
+                if wh:
+                    in_arr[q, k] = 0
+                    inj_pk[h] = pk
+                    inj_fl[h] = 0
+                else:
                     inj_busy[h] = t + size
                     sw_cnt[u] += 1
                     in_flight += 1
-                    if in_cnt[q] == 1:
-                        if not _route(u, pk, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
-                                      bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
-                                      backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
-                                      pk_cls, pk_out, pk_ovc, tmp_sw, tmp_po, tmp_vc):
-                            st[S_ERR_U] = u
-                            st[S_ERR_PK] = pk
-                            return ST_NO_ROUTE, t
+                if in_cnt[q] == 1:
+                    if not _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
+                                  bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
+                                  backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
+                                  pk_cls, pk_out, pk_ovc, q_rt, tmp_sw, tmp_po, tmp_vc):
+                        st[S_ERR_U] = u
+                        st[S_ERR_PK] = pk
+                        return ST_NO_ROUTE, t
+            if wh and inj_pk[h] >= 0 and inj_cred[h] > 0:
+                # the packet being injected is the last entry of the injection VC
+                tail = st[S_IE_TAIL]
+                if tail - st[S_IE_HEAD] >= IE:
+                    return ST_POOL, t
+                ie_time[tail % IE] = t + tlat + rdelay
+                ie_idx[tail % IE] = q * icap + (in_head[q] + in_cnt[q] - 1) % icap
+                st[S_IE_TAIL] = tail + 1
+                inj_cred[h] -= 1
+                inj_fl[h] += 1
+                sw_cnt[u] += 1
+                in_flight += 1
+                if inj_fl[h] == size:
+                    inj_pk[h] = -1
         # -- routers -------------------------------------------------------------------------
         for u in range(N):
             if sw_cnt[u] == 0:
@@ -542,15 +603,19 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         q = pi * V + v
                         if in_cnt[q] == 0:
                             continue
-                        pk = in_q[q, in_head[q]]
-                        if pk_ready[pk] > t:
+                        if wh:   # a flit of the head entry is here and not yet switched
+                            if in_arr[q, in_head[q]] <= in_sent[q]:
+                                continue
+                        elif pk_ready[in_q[q, in_head[q]]] > t:
                             continue
-                        o = pk_out[pk]
+                        o = q_rt[q, 0]
                         oi = u * NP + o
-                        if out_xbar[oi] > slot or oq_flits[oi] + size > oqcap:
+                        if out_xbar[oi] > slot or oq_flits[oi] + occ > oqcap:
                             continue
-                        if o < R and credits[(u * R + o) * V + pk_ovc[pk]] < size:
+                        if o < R and credits[(u * R + o) * V + q_rt[q, 1]] < occ:
                             continue
+                        if wh and in_sent[q] == 0 and ovc_own[oi * V + q_rt[q, 1]] >= 0:
+                            continue   # a head flit waits for its output VC to be free
                         anyreq = True
                         if islip:   # every output the input has a ready head for
                             if req_vc[i, o] < 0:
@@ -620,35 +685,49 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     pi = u * NP + i
                     q = pi * V + v
                     pk = in_q[q, in_head[q]]
-                    in_head[q] = (in_head[q] + 1) % icap
-                    in_cnt[q] -= 1
+                    ovc = q_rt[q, 1]
                     in_rr[pi] = (v + 1) % (V if i < R else 1)
-                    in_busy[pi] = slot + size
+                    in_busy[pi] = slot + occ
                     oi = u * NP + o
                     if not islip:
                         out_rr[oi] = (i + 1) % NP
-                    out_xbar[oi] = slot + size
-                    backlog[oi] -= size
+                    out_xbar[oi] = slot + occ
+                    backlog[oi] -= occ
                     if o < R:
-                        credits[(u * R + o) * V + pk_ovc[pk]] -= size
-                    oq[oi, (oq_head[oi] + oq_cnt[oi]) % ocap] = pk
+                        credits[(u * R + o) * V + ovc] -= occ
+                    k = (oq_head[oi] + oq_cnt[oi]) % ocap
+                    oq[oi, k] = pk
+                    oq_vc[oi, k] = ovc
+                    oq_fl[oi, k] = in_sent[q] if wh else 0
                     oq_cnt[oi] += 1
-                    oq_flits[oi] += size
+                    oq_flits[oi] += occ
                     if i < R:  # return the credits upstream
                         tail = st[S_CE_TAIL]
                         if tail - st[S_CE_HEAD] >= CE:
                             return ST_POOL, t
                         ce_time[tail % CE] = t + crlat
                         ce_idx[tail % CE] = (adj[u, i] * R + peer[u, i]) * V + v
-                        ce_amt[tail % CE] = size
+                        ce_amt[tail % CE] = occ
                         st[S_CE_TAIL] = tail + 1
+                    elif wh:
+                        inj_cred[host_off[u] + i - R] += 1
                     st[S_LAST_MOVE] = t
+                    if wh:   # the output VC is the packet's from its head to its tail flit
+                        in_sent[q] += 1
+                        if in_sent[q] < size:
+                            ovc_own[oi * V + ovc] = pk
+                            continue
+                        ovc_own[oi * V + ovc] = -1
+                        in_sent[q] = 0
+                    in_head[q] = (in_head[q] + 1) % icap
+                    in_cnt[q] -= 1
                     if in_cnt[q] > 0:
                         nxt = in_q[q, in_head[q]]
-                        if not _route(u, nxt, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
+                        if not _route(u, nxt, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
                                       bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
                                       backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
-                                      pk_cls, pk_out, pk_ovc, tmp_sw, tmp_po, tmp_vc):
+                                      pk_cls, pk_out, pk_ovc, q_rt, tmp_sw, tmp_po,
+                                      tmp_vc):
                             st[S_ERR_U] = u
                             st[S_ERR_PK] = nxt
                             return ST_NO_ROUTE, t
@@ -658,39 +737,54 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                 if oq_cnt[oi] == 0 or out_busy[oi] > t:
                     continue
                 pk = oq[oi, oq_head[oi]]
+                ovc = oq_vc[oi, oq_head[oi]]
+                fl = oq_fl[oi, oq_head[oi]]
                 oq_head[oi] = (oq_head[oi] + 1) % ocap
                 oq_cnt[oi] -= 1
-                oq_flits[oi] -= size
-                out_busy[oi] = t + size
+                oq_flits[oi] -= occ
+                out_busy[oi] = t + occ
                 st[S_LAST_MOVE] = t
                 sw_cnt[u] -= 1
                 if o < R:
                     w = adj[u, o]
-                    q = (w * NP + peer[u, o]) * V + pk_ovc[pk]
-                    in_q[q, (in_head[q] + in_cnt[q]) % icap] = pk
-                    in_cnt[q] += 1
+                    q = (w * NP + peer[u, o]) * V + ovc
                     sw_cnt[w] += 1
-                    pk_ready[pk] = t + clat + rdelay
-                    pk_hops[pk] += 1
-                    st[S_FLIT_HOPS] += size
+                    st[S_FLIT_HOPS] += occ
                     if measuring:
-                        link_flits[u * R + o] += size
-                    if in_cnt[q] == 1:
-                        if not _route(w, pk, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
-                                      bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
-                                      backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
-                                      pk_cls, pk_out, pk_ovc, tmp_sw, tmp_po, tmp_vc):
-                            st[S_ERR_U] = w
-                            st[S_ERR_PK] = pk
-                            return ST_NO_ROUTE, t
+                        link_flits[u * R + o] += occ
+                    if fl == 0:   # a head: a new entry of the downstream input VC
+                        k = (in_head[q] + in_cnt[q]) % icap
+                        in_q[q, k] = pk
+                        in_arr[q, k] = 0
+                        in_cnt[q] += 1
+                        pk_ready[pk] = t + clat + rdelay
+                        pk_hops[pk] += 1
+                        if in_cnt[q] == 1:
+                            if not _route(w, pk, q, t, prm, pk_args, cls_nonmin, cls_inter,
+                                          n_groups, bad3h, is_global, host_off, R, V, NP,
+                                          credits, oq_flits, backlog, pk_dst, pk_dhost,
+                                          pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc,
+                                          q_rt, tmp_sw, tmp_po, tmp_vc):
+                                st[S_ERR_U] = w
+                                st[S_ERR_PK] = pk
+                                return ST_NO_ROUTE, t
+                    if wh:   # the flit's packet is the last entry of that VC (it holds it)
+                        tail = st[S_FE_TAIL]
+                        if tail - st[S_FE_HEAD] >= FE:
+                            return ST_POOL, t
+                        fe_time[tail % FE] = t + clat + rdelay
+                        fe_idx[tail % FE] = q * icap + (in_head[q] + in_cnt[q] - 1) % icap
+                        st[S_FE_TAIL] = tail + 1
                 else:
-                    done = t + tlat + size - 1
-                    lat = done - pk_gen[pk]
                     in_flight -= 1
+                    if measuring:
+                        st[S_WIN_EJ_FLITS] += occ
+                    if wh and fl < size - 1:
+                        continue
+                    done = t + tlat + (0 if wh else size - 1)   # the tail's delivery
+                    lat = done - pk_gen[pk]
                     st[S_ALL_DEL] += 1
                     st[S_ALL_LAT] += lat
-                    if measuring:
-                        st[S_WIN_EJ_FLITS] += size
                     if pk_label[pk]:
                         st[S_LAB_DEL] += 1
                         st[S_LAB_LAT] += lat

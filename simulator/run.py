@@ -39,11 +39,19 @@ class _State:
         NP = R + int(topo.hosts.max())
         H = topo.n_hosts
         size = cfg.packet_size
-        icap = max(cfg.buffer_depth, cfg.inj_buffer) // size
-        ocap = cfg.out_buffer // size
         n_in = N * NP * V
-        pool = N * R * V * (cfg.buffer_depth // size) + H * (cfg.inj_buffer // size) \
-            + N * NP * ocap + 16
+        if cfg.flow_control == "wormhole":
+            # queue entries are packets with at least one flit here or under way, plus at
+            # most one whose flits have all moved on while its tail is still upstream
+            icap = max(cfg.buffer_depth, cfg.inj_buffer) + 1
+            ocap = cfg.out_buffer
+            pool = N * R * V * (cfg.buffer_depth + 1) + H * (cfg.inj_buffer + 1) \
+                + N * NP * ocap + 16
+        else:
+            icap = max(cfg.buffer_depth, cfg.inj_buffer) // size
+            ocap = cfg.out_buffer // size
+            pool = N * R * V * (cfg.buffer_depth // size) + H * (cfg.inj_buffer // size) \
+                + N * NP * ocap + 16
         self.pk_dst = np.zeros(pool, np.int64)
         self.pk_dhost = np.zeros(pool, np.int64)
         self.pk_phase = np.zeros(pool, np.int64)
@@ -84,6 +92,23 @@ class _State:
         self.sw_cnt = np.zeros(N, np.int64)
         self.link_flits = np.zeros(N * R, np.int64)
         self.lat_hist = np.zeros(cfg.latency_hist_max, np.int64)
+        # the route of each input VC's head entry; flit index and VC of output queue entries
+        self.q_rt = np.zeros((n_in, 2), np.int64)
+        self.oq_fl = np.zeros((N * NP, ocap), np.int32)
+        self.oq_vc = np.zeros((N * NP, ocap), np.int32)
+        # wormhole only (see engine.run_cycles)
+        self.in_arr = np.zeros((n_in, icap), np.int32)
+        self.in_sent = np.zeros(n_in, np.int64)
+        self.ovc_own = np.full(N * NP * V, -1, np.int64)
+        fe = N * R * (cfg.channel_latency + cfg.router_delay + 1) + 16
+        self.fe_time = np.zeros(fe, np.int64)
+        self.fe_idx = np.zeros(fe, np.int64)
+        ie = H * (cfg.terminal_latency + cfg.router_delay + 1) + 16
+        self.ie_time = np.zeros(ie, np.int64)
+        self.ie_idx = np.zeros(ie, np.int64)
+        self.inj_pk = np.full(H, -1, np.int64)
+        self.inj_fl = np.zeros(H, np.int64)
+        self.inj_cred = np.full(H, cfg.inj_buffer, np.int64)
         self.st = np.zeros(E.S_NST, np.int64)
         self.st[E.S_FREE_TOP] = pool
         self.prm = prm
@@ -105,7 +130,8 @@ class _State:
             s.in_q, s.in_head, s.in_cnt, s.in_rr, s.in_busy, s.credits, s.oq, s.oq_head,
             s.oq_cnt, s.oq_flits, s.out_busy, s.out_xbar, s.out_rr, s.acc_rr, s.backlog, s.ce_time,
             s.ce_idx, s.ce_amt, s.sq, s.sq_head, s.sq_cnt, s.inj_busy, s.sw_cnt, s.link_flits,
-            s.lat_hist)
+            s.lat_hist, s.q_rt, s.oq_fl, s.oq_vc, s.in_arr, s.in_sent, s.ovc_own,
+            s.fe_time, s.fe_idx, s.ie_time, s.ie_idx, s.inj_pk, s.inj_fl, s.inj_cred)
 
 
 def _params(ts, cfg: SimConfig) -> np.ndarray:
@@ -135,6 +161,7 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
     prm[E.P_DEADLOCK] = cfg.deadlock_cycles
     prm[E.P_ALLOC] = {"rr": E.ALLOC_RR, "islip": E.ALLOC_ISLIP}[cfg.allocator]
     prm[E.P_ITERS] = cfg.islip_iterations
+    prm[E.P_FC] = {"vct": E.FC_VCT, "wormhole": E.FC_WORMHOLE}[cfg.flow_control]
     prm[E.P_NGROUPS] = topo.n_groups
     prm[E.P_DF_GLOBAL] = int(topo.kind == "dragonfly")
     prm[E.P_MEAS_START] = 1 << 60

@@ -468,3 +468,69 @@ def test_ugal_g_readings_close_to_val(df, name):
     # MIN carries at most 1/8: at least 1 - 0.125 / 0.394 = 68 % must go non-minimally
     assert not r["saturated"] and r["nonmin_share"] > 0.6
     assert r["latency_avg"] <= 1.1 * val["latency_avg"]
+
+
+# -- wormhole flow control --------------------------------------------------------------------
+
+def test_wormhole_equals_vct_for_single_flit_packets(df):
+    """With one-flit packets the two flow controls are the same protocol: every result of the
+    run (latencies, throughput, non-minimal share, channel use) must be identical."""
+    for name in ("val", "ugal-l"):
+        ts, over = tables_for(df, name)
+        cfg = SimConfig(speedup=2, **FAST, **over)
+        for load in (0.3, 0.9):
+            a = simulate(ts, cfg, "uniform", load, seed=3)
+            b = simulate(ts, cfg.replace(flow_control="wormhole"), "uniform", load, seed=3)
+            a.pop("config"), b.pop("config")
+            assert a == b, (name, load)
+
+
+@pytest.mark.parametrize("depth", [4, 8, 16])
+def test_wormhole_zero_load_latency_and_short_buffers(df, depth):
+    """Wormhole pipelines a packet's flits through the routers: at zero load it has the same
+    latency as virtual cut-through once a VC's buffer covers the credit round trip
+    (channel 3 + router 2 + credit 3 = 8 cycles), also with buffers shorter than a packet
+    (which VCT refuses); a 4-flit buffer halves the rate a flit stream can flow at, so the
+    packet arrives later.  Flits and packets are conserved."""
+    ts, _ = tables_for(df, "min")
+    size = 8
+    cfg = SimConfig(router_delay=2, channel_latency=3, terminal_latency=1, packet_size=size,
+                    buffer_depth=depth, flow_control="wormhole", warmup_cycles=500,
+                    warmup_max_periods=1, measure_cycles=30000)
+    r = simulate(ts, cfg, "uniform", 0.004, seed=2)
+    lo, hi = pattern(df, "uniform")
+    H = _mean_table_hops(ts, lo, hi)
+    assert r["status"] == "ok" and r["drained"] and r["delivered"] == r["labelled"] > 1000
+    assert r["flit_hops"] % size == 0
+    zero = 2 + (H + 1) * 2 + H * 3 + size - 1
+    if depth >= 8:
+        assert r["latency_avg"] == pytest.approx(zero, rel=0.01)
+        assert r["latency_p50"] in {2 + (k + 1) * 2 + k * 3 + size - 1 for k in range(4)}
+    else:
+        assert r["latency_avg"] > zero + 2
+    with pytest.raises(ValueError, match="virtual cut-through needs a whole packet"):
+        SimConfig(packet_size=size, buffer_depth=4)
+
+
+def test_wormhole_blocking_costs_throughput(df):
+    """Under load a blocked wormhole packet holds its VCs in several routers: with the same
+    8-flit buffers as its 8-flit packets it accepts less than VCT near saturation, and with
+    4-flit buffers less again; the tables' VCs keep it deadlock-free (Dally-Seitz: an acyclic
+    CDG suffices for wormhole), while VAL on 2 VCs deadlocks."""
+    ts, _ = tables_for(df, "val")
+    base = SimConfig(packet_size=8, buffer_depth=8, speedup=2, **FAST)
+    vct = simulate(ts, base, "uniform", 0.6, seed=1)
+    wh8 = simulate(ts, base.replace(flow_control="wormhole"), "uniform", 0.6, seed=1)
+    wh4 = simulate(ts, base.replace(flow_control="wormhole", buffer_depth=4), "uniform", 0.6,
+                   seed=1)
+    for r in (vct, wh8, wh4):
+        assert r["status"] == "ok", r["status"]
+    assert wh4["accepted"] < wh8["accepted"] < vct["accepted"]
+    low = simulate(ts, base.replace(flow_control="wormhole", buffer_depth=4), "uniform", 0.1,
+                   seed=1)
+    assert not low["saturated"] and low["accepted"] == pytest.approx(0.1, rel=0.05)
+    bad = build_tables(df, "val", vcs=2)
+    cfg = base.replace(flow_control="wormhole", buffer_depth=4, deadlock_cycles=300,
+                       drain_max_cycles=0)
+    r = simulate(bad, cfg, "uniform", 1.0, seed=1)
+    assert r["status"] == "deadlock" and "VC scheme" in r["deadlock"]["message"]
