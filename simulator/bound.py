@@ -70,6 +70,17 @@ def demand(topo, traffic: str, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     return D, eject
 
 
+@njit(cache=True, inline="always")
+def _allowed(s, d, i, kind, group, t0, bad3h):
+    """Whether ``i`` is one of the intermediates ``TableSet.candidates`` allows (and
+    ``sample_inter`` draws from) for ``s -> d``."""
+    if kind == E.INTER_GROUP:
+        return i != group[s] and i != group[d]
+    if i == s or i == d:
+        return False
+    return not (kind == E.INTER_3H and (bad3h[s, d] >> np.uint64(t0[s, i])) & np.uint64(1))
+
+
 @njit(cache=True)
 def _accumulate(ps, pd, pw, c, kind, n_groups, T, cls_t0, cls_t1, cls_target0, cls_exit,
                 cls_vcbase, onpath_t, group, adj, exit_port, vc_inc, num_vcs, bad3h, load):
@@ -84,44 +95,22 @@ def _accumulate(ps, pd, pw, c, kind, n_groups, T, cls_t0, cls_t1, cls_target0, c
     t0 = T[cls_t0[c]] if cls_t0[c] >= 0 else T[0]
     for k in range(ps.shape[0]):
         s, d, w = ps[k], pd[k], pw[k]
-        if kind == E.INTER_NONE:
-            h = E.walk_c(s, d, c, -1, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
-                         onpath_t, group, adj, exit_port, vc_inc, num_vcs, sw, po, vc)
-            if h < 0:
-                return 0.0, k
-            for x in range(h):
-                load[sw[x], po[x]] += w
-            hops += w * h
-            continue
         # the intermediates TableSet.candidates allows (and sample_inter draws from)
-        if kind == E.INTER_GROUP:
-            m = n_groups
+        if kind == E.INTER_NONE:
+            m, cnt = 1, 1
         else:
-            m = n
-        cnt = 0
-        for i in range(m):
-            if kind == E.INTER_GROUP:
-                if i == group[s] or i == group[d]:
-                    continue
-            else:
-                if i == s or i == d:
-                    continue
-                if kind == E.INTER_3H and (bad3h[s, d] >> np.uint64(t0[s, i])) & np.uint64(1):
-                    continue
-            cnt += 1
-        if cnt == 0:
-            return 0.0, k
+            m = n_groups if kind == E.INTER_GROUP else n
+            cnt = 0
+            for i in range(m):
+                cnt += _allowed(s, d, i, kind, group, t0, bad3h)
+            if cnt == 0:
+                return 0.0, k
         wi = w / cnt
         for i in range(m):
-            if kind == E.INTER_GROUP:
-                if i == group[s] or i == group[d]:
-                    continue
-            else:
-                if i == s or i == d:
-                    continue
-                if kind == E.INTER_3H and (bad3h[s, d] >> np.uint64(t0[s, i])) & np.uint64(1):
-                    continue
-            h = E.walk_c(s, d, c, i, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
+            if kind != E.INTER_NONE and not _allowed(s, d, i, kind, group, t0, bad3h):
+                continue
+            inter = -1 if kind == E.INTER_NONE else i
+            h = E.walk_c(s, d, c, inter, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
                          onpath_t, group, adj, exit_port, vc_inc, num_vcs, sw, po, vc)
             if h < 0:
                 return 0.0, k

@@ -414,6 +414,34 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
     return True
 
 
+@njit(cache=True, inline="always")
+def _flits_due(t, st, head, tail, ring_time, ring_idx, in_arr):
+    """Wormhole: count the flits of a ring (in time order) that have reached their input
+    buffer by cycle ``t`` into ``in_arr``."""
+    n = ring_time.shape[0]
+    icap = in_arr.shape[1]
+    h0 = st[head]
+    while h0 < st[tail] and ring_time[h0 % n] <= t:
+        x = ring_idx[h0 % n]
+        in_arr[x // icap, x % icap] += 1
+        h0 += 1
+    st[head] = h0
+
+
+@njit(cache=True, inline="always")
+def _flit_sent(st, head, tail, ring_time, ring_idx, when, x):
+    """Wormhole: a flit reaches input-buffer slot ``x`` at cycle ``when`` (rings hold one
+    constant delay each, so they stay in time order); False when the ring is full."""
+    n = ring_time.shape[0]
+    k = st[tail]
+    if k - st[head] >= n:
+        return False
+    ring_time[k % n] = when
+    ring_idx[k % n] = x
+    st[tail] = k + 1
+    return True
+
+
 @njit(cache=True)
 def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, n_groups, bad3h,
                is_global, host_off, host_sw, peer, tr_lo, tr_hi,
@@ -454,8 +482,6 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     occ = 1 if wh else size    # flits one crossbar or channel move carries
     sq_cap = sq.shape[1]
     CE = ce_time.shape[0]
-    FE = fe_time.shape[0]
-    IE = ie_time.shape[0]
     LH = lat_hist.shape[0]
     req_v = np.empty(NP, np.int64)
     req_o = np.empty(NP, np.int64)
@@ -484,18 +510,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
             h0 += 1
         st[S_CE_HEAD] = h0
         if wh:
-            h0 = st[S_FE_HEAD]
-            while h0 < st[S_FE_TAIL] and fe_time[h0 % FE] <= t:
-                x = fe_idx[h0 % FE]
-                in_arr[x // icap, x % icap] += 1
-                h0 += 1
-            st[S_FE_HEAD] = h0
-            h0 = st[S_IE_HEAD]
-            while h0 < st[S_IE_TAIL] and ie_time[h0 % IE] <= t:
-                x = ie_idx[h0 % IE]
-                in_arr[x // icap, x % icap] += 1
-                h0 += 1
-            st[S_IE_HEAD] = h0
+            _flits_due(t, st, S_FE_HEAD, S_FE_TAIL, fe_time, fe_idx, in_arr)
+            _flits_due(t, st, S_IE_HEAD, S_IE_TAIL, ie_time, ie_idx, in_arr)
         # -- generation and injection ------------------------------------------------------------
         measuring = ms <= t < me
         for h in range(H):
@@ -561,12 +577,9 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         return ST_NO_ROUTE, t
             if wh and inj_pk[h] >= 0 and inj_cred[h] > 0:
                 # the packet being injected is the last entry of the injection VC
-                tail = st[S_IE_TAIL]
-                if tail - st[S_IE_HEAD] >= IE:
+                if not _flit_sent(st, S_IE_HEAD, S_IE_TAIL, ie_time, ie_idx, t + tlat + rdelay,
+                                  q * icap + (in_head[q] + in_cnt[q] - 1) % icap):
                     return ST_POOL, t
-                ie_time[tail % IE] = t + tlat + rdelay
-                ie_idx[tail % IE] = q * icap + (in_head[q] + in_cnt[q] - 1) % icap
-                st[S_IE_TAIL] = tail + 1
                 inj_cred[h] -= 1
                 inj_fl[h] += 1
                 sw_cnt[u] += 1
@@ -768,13 +781,11 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                                 st[S_ERR_U] = w
                                 st[S_ERR_PK] = pk
                                 return ST_NO_ROUTE, t
-                    if wh:   # the flit's packet is the last entry of that VC (it holds it)
-                        tail = st[S_FE_TAIL]
-                        if tail - st[S_FE_HEAD] >= FE:
-                            return ST_POOL, t
-                        fe_time[tail % FE] = t + clat + rdelay
-                        fe_idx[tail % FE] = q * icap + (in_head[q] + in_cnt[q] - 1) % icap
-                        st[S_FE_TAIL] = tail + 1
+                    # wormhole: the flit's packet is the last entry of that VC (it holds it)
+                    if wh and not _flit_sent(st, S_FE_HEAD, S_FE_TAIL, fe_time, fe_idx,
+                                             t + clat + rdelay,
+                                             q * icap + (in_head[q] + in_cnt[q] - 1) % icap):
+                        return ST_POOL, t
                 else:
                     in_flight -= 1
                     if measuring:
