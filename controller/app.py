@@ -20,6 +20,7 @@ from os_ken.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_
 from os_ken.ofproto import ofproto_v1_3
 
 from .fabric import Fabric
+from .messages import error_names
 
 
 class FabrouteApp(app_manager.OSKenApp):
@@ -29,36 +30,35 @@ class FabrouteApp(app_manager.OSKenApp):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._reads: dict[int, dict] = {}     # dpid -> {"flows": [...], "groups": [...], ...}
-        self._dps: dict[int, object] = {}
+        # by dpid, for the switch's current connection only (Fabric.current)
+        self._reads: dict[int, dict] = {}     # {"flows": [...], "groups": [...], "pending"}
         self._ports: dict[int, list] = {}
 
     # -- events --------------------------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _features(self, ev):
         dp = ev.msg.datapath
-        st = self.fabric.connected(dp.id)
+        st = self.fabric.connected(dp.id, dp)
         if st is None:
             why = (f"refused datapath {dp.id:016x}: not a switch of {self.fabric.topo.name()} "
                    f"(expected dpid 1..{self.fabric.topo.n_switches})")
             self._refuse(dp, why)
             return
-        self._dps[dp.id] = dp
+        self._ports[dp.id] = []
         self.logger.info("switch %d (dpid %016x) connected; checking its ports", st.switch,
                          dp.id)
         dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
-        self._ports[dp.id] = []
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def _port_desc(self, ev):
         dp = ev.msg.datapath
-        if dp.id not in self._ports:
+        st = self.fabric.current(dp.id, dp)
+        if st is None or dp.id not in self._ports:
             return
         self._ports[dp.id] += [p.port_no for p in ev.msg.body]
         if ev.msg.flags & dp.ofproto.OFPMPF_REPLY_MORE:
             return
         ports = self._ports.pop(dp.id)
-        st = self.fabric.switches[dp.id]
         why = self.fabric.check_ports(st.switch, ports)
         if why is not None:
             self.fabric.refuse(dp.id)
@@ -85,15 +85,18 @@ class FabrouteApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier(self, ev):
         dp = ev.msg.datapath
-        if dp.id in self.fabric.switches:
+        if self.fabric.current(dp.id, dp) is not None:
             self._read(dp)
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _error(self, ev):
         m = ev.msg
-        st = self.fabric.switches.get(m.datapath.id)
-        self.logger.error("switch %s (dpid %016x) OpenFlow error type=%d code=%d",
-                          st.switch if st else "?", m.datapath.id, m.type, m.code)
+        dpid = m.datapath.id
+        switch = self.fabric.switch_of(dpid) if dpid is not None else None
+        self.logger.error("switch %s (dpid %016x) OpenFlow error type=%d code=%d (%s)",
+                          "?" if switch is None else switch, dpid or 0, m.type, m.code,
+                          error_names(m.type, m.code))
+        st = self.fabric.current(dpid, m.datapath)
         if st is not None:
             st.errors += 1
             self._write_status()
@@ -101,13 +104,16 @@ class FabrouteApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def _dead(self, ev):
         dp = ev.datapath
-        if dp.id is None or dp.id not in self.fabric.switches:
+        if dp.id is None or self.fabric.switch_of(dp.id) is None:
             return
-        self.logger.warning("switch %d (dpid %016x) disconnected",
-                            self.fabric.switches[dp.id].switch, dp.id)
-        self.fabric.disconnected(dp.id)
-        self._dps.pop(dp.id, None)
+        st = self.fabric.disconnected(dp.id, dp)
+        if st is None:
+            self.logger.info("switch %d (dpid %016x): a replaced connection closed; the "
+                             "current one stays", self.fabric.switch_of(dp.id), dp.id)
+            return
+        self.logger.warning("switch %d (dpid %016x) disconnected", st.switch, dp.id)
         self._reads.pop(dp.id, None)
+        self._ports.pop(dp.id, None)
         self._write_status()
 
     # -- read / compare / repair ---------------------------------------------------------------
@@ -120,7 +126,7 @@ class FabrouteApp(app_manager.OSKenApp):
 
     def _collect(self, m, kind: str):
         r = self._reads.get(m.datapath.id)
-        if r is None:
+        if r is None or self.fabric.current(m.datapath.id, m.datapath) is None:
             return
         r[kind] += m.body
         if not m.flags & m.datapath.ofproto.OFPMPF_REPLY_MORE:
@@ -135,9 +141,9 @@ class FabrouteApp(app_manager.OSKenApp):
         diff = fab.compare(st.switch, flows, groups)
         verdict = fab.verdict(dp.id, diff)
         if verdict == "verified":
-            self.logger.info("switch %d verified: %d flows, %d groups, %d flow-mods sent",
-                             st.switch, len(st.program.flows), len(st.program.groups),
-                             st.installed_flow_mods)
+            self.logger.info("switch %d verified: %d flows, %d groups; sent %d flow-mods, "
+                             "%d group-mods", st.switch, len(st.program.flows),
+                             len(st.program.groups), st.flow_mods, st.group_mods)
         elif verdict == "failed":
             self.logger.error("switch %d still differs after %d repairs: %s", st.switch,
                               st.repairs, diff.summary())

@@ -63,8 +63,10 @@ class SwitchState:
     state: str = "connected"      # reading, repairing, verified, failed, refused
     repairs: int = 0
     errors: int = 0               # OpenFlow error replies
-    installed_flow_mods: int = 0
+    flow_mods: int = 0            # flow adds and strict deletes sent by repairs
+    group_mods: int = 0           # group adds, modifies and deletes sent by repairs
     last_diff: dict = field(default_factory=dict)
+    conn: object = None           # the connection (os-ken datapath) this state belongs to
 
 
 class Fabric:
@@ -104,14 +106,22 @@ class Fabric:
         return self._intended[switch]
 
     # -- connection cycle ----------------------------------------------------------------------
-    def connected(self, dpid: int) -> SwitchState | None:
-        """A datapath said hello; the state to track, or ``None`` when it is not ours."""
+    def connected(self, dpid: int, conn=None) -> SwitchState | None:
+        """A datapath said hello on connection ``conn``; the state to track (replacing that of
+        an earlier connection of the same dpid), or ``None`` when it is not ours."""
         s = self.switch_of(dpid)
         if s is None:
             return None
-        st = SwitchState(s, self.program(s), state="reading")
+        st = SwitchState(s, self.program(s), state="reading", conn=conn)
         self.switches[dpid] = st
         return st
+
+    def current(self, dpid: int, conn) -> SwitchState | None:
+        """The state of ``dpid`` when ``conn`` is its current connection, else ``None``: a
+        switch that reconnects gets a new connection before os-ken reports the old one dead,
+        and what the old one still delivers must not touch the new one's state."""
+        st = self.switches.get(dpid)
+        return st if st is not None and st.conn is conn else None
 
     def expected_ports(self, switch: int) -> tuple[set[int], set[int]]:
         """OpenFlow port numbers of the switch's host ports and connected network ports, as
@@ -139,8 +149,14 @@ class Fabric:
         if st is not None:
             st.state = "refused"
 
-    def disconnected(self, dpid: int) -> None:
-        self.switches.pop(dpid, None)
+    def disconnected(self, dpid: int, conn=None) -> SwitchState | None:
+        """Connection ``conn`` of ``dpid`` died: forget the switch and return its state — or
+        return ``None`` and keep everything when ``conn`` is not its current connection (the
+        late death of a connection the switch has already replaced)."""
+        st = self.current(dpid, conn)
+        if st is not None:
+            del self.switches[dpid]
+        return st
 
     def compare(self, switch: int, flow_stats, group_stats) -> Diff:
         """Diff between what the switch reports (``OFPFlowStats`` / ``OFPGroupDescStats``
@@ -178,7 +194,8 @@ class Fabric:
         for table, prio, m in diff.extra_flows:
             out.append(msg.delete_flow(table, prio, m))
         out += [msg.flow_mod(f, self.cookie) for f in diff.missing_flows]
-        st.installed_flow_mods += len(diff.missing_flows) + len(diff.extra_flows)
+        st.flow_mods += len(diff.missing_flows) + len(diff.extra_flows)
+        st.group_mods += len(diff.extra_groups) + len(diff.wrong_groups)
         return out
 
     def verdict(self, dpid: int, diff: Diff) -> str:
@@ -199,7 +216,7 @@ class Fabric:
         """JSON-ready: per switch its state, repairs and last diff; totals."""
         per = {str(st.switch): {"dpid": f"{dpid:016x}", "state": st.state,
                                 "repairs": st.repairs, "errors": st.errors,
-                                "flow_mods": st.installed_flow_mods,
+                                "flow_mods": st.flow_mods, "group_mods": st.group_mods,
                                 "flows": len(st.program.flows), "diff": st.last_diff}
                for dpid, st in sorted(self.switches.items())}
         states = [st.state for st in self.switches.values()]

@@ -16,10 +16,26 @@ import sys
 from pathlib import Path
 
 
+def fabric_of(table_set):
+    """The controller's :class:`~controller.fabric.Fabric` of ``table_set``; tables the
+    pipeline cannot express (more than 8 VCs, VIDs or MACs out of plan) are bad input:
+    :class:`~tablegen.cli.UsageError` with OpenFlow's one-line reason."""
+    from tablegen.cli import UsageError
+    from tablegen.openflow import OpenFlowError
+
+    from .fabric import Fabric
+
+    try:
+        return Fabric(table_set)
+    except OpenFlowError as e:
+        raise UsageError(f"controller: {e}") from None
+
+
 def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         log_file: Path | None = None) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
-    SIGTERM/SIGINT.  Never returns."""
+    SIGTERM/SIGINT.  Never returns.  Refuses (:func:`fabric_of`) before listening."""
+    fabric = fabric_of(table_set)
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
     host, _, port = listen.rpartition(":")
     from os_ken.base import app_manager          # before os_ken.controller (circular import)
@@ -27,14 +43,13 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     from os_ken.controller import controller  # noqa: F401  registers the ofp-listen options
 
     from .app import FabrouteApp
-    from .fabric import Fabric
 
     logging.basicConfig(level=logging.INFO, filename=log_file,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg.CONF(args=[], project="os_ken")
     cfg.CONF.set_override("ofp_listen_host", host)
     cfg.CONF.set_override("ofp_tcp_listen_port", int(port))
-    FabrouteApp.fabric = Fabric(table_set)
+    FabrouteApp.fabric = fabric
     FabrouteApp.status_path = status
 
     def stop(signum, _frame):
@@ -46,6 +61,6 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     signal.signal(signal.SIGINT, stop)
     logging.getLogger("fabroute").info("serving %s %s on %s (cookie 0x%016x)",
                                        table_set.routing, table_set.topo.name(), listen,
-                                       FabrouteApp.fabric.cookie)
+                                       fabric.cookie)
     app_manager.AppManager.run_apps(["controller.app"])
     sys.exit(0)

@@ -16,7 +16,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tablegen.openflow import Flow, Group
 
 __all__ = ["actions", "canon_flow", "canon_group", "canon_stats_flow", "canon_stats_group",
-           "delete_flow", "flow_mod", "group_mod", "instructions", "match"]
+           "delete_flow", "error_names", "flow_mod", "group_mod", "instructions", "match"]
 
 ALL_META = 0xFFFFFFFFFFFFFFFF
 
@@ -77,6 +77,14 @@ def delete_flow(table: int, priority: int, m: parser.OFPMatch,
     return parser.OFPFlowMod(datapath, table_id=table, command=ofp.OFPFC_DELETE_STRICT,
                              priority=priority, match=m, out_port=ofp.OFPP_ANY,
                              out_group=ofp.OFPG_ANY)
+
+
+def error_names(type_: int, code: int) -> str:
+    """os-ken's names of an OpenFlow 1.3 error type and code, ``TYPE/CODE`` (e.g.
+    ``OFPET_FLOW_MOD_FAILED/OFPFMFC_TABLE_FULL``; ``Unknown`` for numbers 1.3 does not
+    define)."""
+    t = ofp.ofp_error_type_to_str(type_).rsplit("(", 1)[0]
+    return f"{t}/{ofp.ofp_error_code_to_str(type_, code).rsplit('(', 1)[0]}"
 
 
 def group_mod(g: Group, command: int = ofp.OFPGC_ADD, datapath=None) -> parser.OFPGroupMod:

@@ -51,12 +51,16 @@ class Controller:
         self.status_path = workdir / f"{name}.status.json"
         self.log_path = workdir / f"{name}.log"
         self.status_path.unlink(missing_ok=True)
+        self.log_path.unlink(missing_ok=True)
         self.t_start = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [_fabroute(), "controller", str(self.table_dir), "--listen", f"127.0.0.1:{port}",
-             "--status", str(self.status_path), "--log", str(self.log_path)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            start_new_session=True)
+        # stderr (bad input, a traceback) into the log too; append mode, since the
+        # controller's logging opens the same file and both must write at its end
+        with open(self.log_path, "a") as err:
+            self.proc = subprocess.Popen(
+                [_fabroute(), "controller", str(self.table_dir), "--listen",
+                 f"127.0.0.1:{port}", "--status", str(self.status_path), "--log",
+                 str(self.log_path)],
+                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
 
     def status(self) -> dict:
         try:
@@ -77,9 +81,8 @@ class Controller:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read() if self.proc.stderr else ""
                 raise EmulationError(f"fabroute controller exited ({self.proc.returncode}): "
-                                     f"{err[-1500:]}\n{self.log_tail()}")
+                                     f"{self.log_tail()}")
             st = self.status()
             if st.get("failed"):
                 raise EmulationError(f"controller: {st['failed']} switch(es) failed "
@@ -115,8 +118,6 @@ class Controller:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        if self.proc.stderr:
-            self.proc.stderr.close()
 
     def __enter__(self):
         return self

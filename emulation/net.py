@@ -45,10 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tablegen.openflow import dpid, host_macs, mac_str
 from tablegen.topology import Topology
 
-from .topo import IP_PREFIX, emulated_hosts, host_ip, host_name, switch_name
+from .topo import IP_PREFIX, FabricTopo, host_name, switch_name
 
 __all__ = ["EmulationError", "FabricNet", "build_net", "cleanup_leftovers", "emulate",
            "ensure_ovs", "install_from_files", "clear_tables", "leftovers", "netns", "netns_fd",
@@ -268,6 +267,8 @@ class FabricNet:
     bridges: list
     host_pid: dict = field(default_factory=dict)
     times: dict = field(default_factory=dict)
+    #: ``time.perf_counter()`` at ``net.start()``: bridges connect to the controller from then
+    started: float = 0.0
     workdir: str = ""
     stopped: bool = False
 
@@ -388,16 +389,17 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
         cleanup_leftovers(prefix, None)
     times = {"ovs_ready": t_ovs}
     t0 = time.perf_counter()
-    hosts = emulated_hosts(topo, hosts_per_switch)
-    macs = mac_str(host_macs(topo))
-    ips = [host_ip(h) for h in range(topo.n_hosts)]
+    ft = FabricTopo(topo, hosts_per_switch=hosts_per_switch, prefix=prefix)
+    hosts = ft.hosts_table
     bridges = [switch_name(s, prefix) for s in range(topo.n_switches)]
     switch_cls = partial(FabricSwitch, datapath="user", protocols="OpenFlow13",
                          failMode="secure")
-    net = Mininet(topo=None, switch=switch_cls, host=Host, link=PrecreatedLink, intf=QuietIntf,
+    # the topo is realised below, not by Mininet.build(): that starts host shells one by one
+    # and runs commands per link (Slim Fly q=5: ~8 s build, ~10 s start)
+    net = Mininet(topo=ft, switch=switch_cls, host=Host, link=PrecreatedLink, intf=QuietIntf,
                   controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
                   waitConnected=False)
-    fnet = FabricNet(topo, net, prefix, hosts, controller_port, macs, ips, bridges,
+    fnet = FabricNet(topo, net, prefix, hosts, controller_port, ft.macs, ft.ips, bridges,
                      times=times, workdir=tempfile.mkdtemp(prefix="fabroute-emu-"))
     try:
         if controller_port is not None:
@@ -405,15 +407,15 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
         # hosts: one shell (= network namespace) each, started in parallel
         names = [host_name(h, prefix) for h in hosts[:, 0].tolist()]
         with ThreadPoolExecutor(workers) as ex:
-            nodes = list(ex.map(lambda n: Host(n), names))
+            nodes = list(ex.map(lambda n: Host(n, **ft.nodeInfo(n)), names))
         for node in nodes:
             net.hosts.append(node)
             net.nameToNode[node.name] = node
         for h, node in zip(hosts[:, 0].tolist(), nodes):
             fnet.host_pid[h] = node.pid
         times["hosts"] = time.perf_counter() - t0
-        for s in range(topo.n_switches):
-            net.addSwitch(bridges[s], dpid=f"{dpid(s):016x}", batch=True)
+        for name in ft.switches(sort=False):
+            net.addSwitch(name, batch=True, **ft.nodeInfo(name))
         # no IPv6 in the host namespaces (set before the interfaces arrive)
         for h, pid in fnet.host_pid.items():
             with netns(pid):
@@ -421,35 +423,37 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
                     _write(f"/proc/sys/net/ipv6/conf/{k}/disable_ipv6", "1")
         # every veth pair in one ip -batch (root namespace; host ends created in the host's)
         t1 = time.perf_counter()
+        links = [info for _, _, info in ft.links(withInfo=True)]
         root_ifs, batch, grp = [], [], link_group(prefix)
-        for h, s, port in hosts.tolist():
-            a = f"{bridges[s]}-eth{port}"
-            batch.append(f"link add name {a} mtu {SWITCH_MTU} group {grp} type veth peer name "
-                         f"{fnet.host_ifname(h)} mtu {HOST_MTU} address {macs[h]} "
-                         f"netns {fnet.host_pid[h]}")
-            root_ifs.append(a)
-        for a, pa, b, pb in topo.links.tolist():
-            x, y = f"{bridges[a]}-eth{pa}", f"{bridges[b]}-eth{pb}"
-            batch.append(f"link add name {x} mtu {SWITCH_MTU} group {grp} type veth peer name "
-                         f"{y} mtu {SWITCH_MTU} group {grp}")
-            root_ifs += [x, y]
+        for info in links:
+            a, b = info["node1"], info["node2"]
+            x, y = f"{a}-eth{info['port1']}", f"{b}-eth{info['port2']}"
+            if ft.isSwitch(a):
+                batch.append(f"link add name {x} mtu {SWITCH_MTU} group {grp} type veth peer "
+                             f"name {y} mtu {SWITCH_MTU} group {grp}")
+                root_ifs += [x, y]
+            else:                                   # host -> its switch
+                batch.append(f"link add name {y} mtu {SWITCH_MTU} group {grp} type veth peer "
+                             f"name {x} mtu {HOST_MTU} address {ft.nodeInfo(a)['mac']} "
+                             f"netns {net.nameToNode[a].pid}")
+                root_ifs.append(y)
         _ip_batch(batch, fnet.workdir, "veths")
         for name in root_ifs:                 # no IPv6 chatter from the switch ends either
             _write(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "1")
         _ip_batch([f"link set dev {n} up" for n in root_ifs], fnet.workdir, "up")
         times["veths"] = time.perf_counter() - t1
         # Mininet's view of the same links (no commands)
-        for h, s, port in hosts.tolist():
-            net.addLink(host_name(h, prefix), bridges[s], port1=0, port2=port,
-                        params1={"ip": f"{ips[h]}/{IP_PREFIX}"}, addr1=macs[h], addr2=None)
-        for a, pa, b, pb in topo.links.tolist():
-            net.addLink(bridges[a], bridges[b], port1=pa, port2=pb, addr1=None, addr2=None)
+        for info in links:
+            a = info["node1"]
+            ends = {} if ft.isSwitch(a) else {"params1": {"ip": ft.nodeInfo(a)["ip"]},
+                                              "addr1": ft.nodeInfo(a)["mac"]}
+            net.addLink(a, info["node2"], port1=info["port1"], port2=info["port2"], **ends)
         # hosts: address, MTU, up, static neighbours — one ip -batch per host, in parallel
         t2 = time.perf_counter()
         _configure_hosts(fnet, tcp, workers)
         times["host_config"] = time.perf_counter() - t2
         net.built = True
-        t3 = time.perf_counter()
+        t3 = fnet.started = time.perf_counter()
         net.start()                           # one ovs-vsctl transaction for every bridge
         times["ovs"] = time.perf_counter() - t3
         _check_ports(fnet)

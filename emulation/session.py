@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tablegen.cli import UsageError
+from tablegen.openflow import OpenFlowError, plan
 from tablegen.tables import TableSet
 
 from .ctl import Controller, free_port
@@ -30,12 +32,18 @@ PREFIX = "e"          # bridge / host name prefix of `fabroute emulate` nets
 
 def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: int = 2,
         hosts_per_switch: int | None = None, keep: bool = False, seed: int = 1,
-        log=print) -> dict:
+        log=print, on_report=None) -> dict:
     """Emulate ``ts`` and return the report (JSON-ready): ``pairs``, ``delivered``, ``lost``,
     ``path_checks``, ``path_mismatches``, the longest path, whether a path revisited a switch,
     and the times of every step.  ``check``: ``all-pairs`` probes every ordered host pair,
-    ``sample`` only the path-checked pairs.  ``keep`` leaves the net and the controller up until
-    Ctrl-C."""
+    ``sample`` only the path-checked pairs.  ``on_report(report)`` is called as soon as the
+    checks are done; ``keep`` then leaves the net and the controller up until Ctrl-C.
+    Tables the OpenFlow pipeline cannot express raise :class:`~tablegen.cli.UsageError`
+    before anything is started."""
+    try:
+        plan(ts)
+    except OpenFlowError as e:
+        raise UsageError(f"emulate: {e}") from None
     topo = ts.topo
     t0 = time.perf_counter()
     times = {}
@@ -54,10 +62,13 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
                 log(f"net up: {topo.n_switches} switches, {len(fnet.host_ids)} hosts; "
                     "waiting for the controller to verify every switch…")
                 times["verified_after"] = ctl.wait_verified(topo.n_switches)
-                st = ctl.status()
+                # the bridges connect from net.start() on; the controller was up before
+                times["start_to_verified"] = time.perf_counter() - fnet.started
+                per = ctl.status()["per_switch"].values()
                 report = {"topology": topo.name(), "routing": ts.routing,
                           "switches": topo.n_switches, "hosts": len(fnet.host_ids),
-                          "flow_mods": sum(v["flow_mods"] for v in st["per_switch"].values())}
+                          "flow_mods": sum(v["flow_mods"] for v in per),
+                          "group_mods": sum(v["group_mods"] for v in per)}
                 with Prober(fnet) as prober:
                     pairs = sample_pairs(fnet, samples, seed=seed)
                     if check == "all-pairs":
@@ -79,6 +90,8 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
                                 and not report.get("misdelivered")
                                 and report["max_hops"] <= report["hop_bound"]
                                 and (revisit_ok or not report["revisits"]))
+                if on_report is not None:
+                    on_report(report)
                 if keep:
                     log(f"--keep: net '{PREFIX}*' and controller (log {ctl.log_path}) stay up; "
                         "Ctrl-C ends them")

@@ -66,13 +66,17 @@ class FabricTopo(Topo):
     """Switches, hosts and links of ``topo`` with fabroute's port numbers (see module doc).
 
     ``prefix`` is prepended to every node name (two emulations on one machine need different
-    prefixes; interface names must stay within Linux's 15 characters)."""
+    prefixes; interface names must stay within Linux's 15 characters).  Besides Mininet's
+    graph it keeps ``hosts_table`` (:func:`emulated_hosts`) and, indexed by fabroute host id
+    over the whole topology, ``macs`` and ``ips`` (no prefix length).
+
+    ``emulation.net.build_net`` realises this topo in bulk instead of with ``Mininet.build()``
+    (docs/emulation.md, *Building fast*)."""
 
     def build(self, topo: Topology, hosts_per_switch: int | None = None, prefix: str = ""):
-        self.fabric = topo
-        self.prefix = prefix
         self.hosts_table = emulated_hosts(topo, hosts_per_switch)
-        macs = mac_str(host_macs(topo))
+        self.macs = macs = mac_str(host_macs(topo))
+        self.ips = [host_ip(h) for h in range(topo.n_hosts)]
         longest = len(f"{switch_name(topo.n_switches - 1, prefix)}-eth"
                       f"{int(topo.hosts.max()) + topo.radix}")
         if longest > 15:
@@ -82,7 +86,7 @@ class FabricTopo(Topo):
             self.addSwitch(switch_name(s, prefix), dpid=f"{dpid(s):016x}")
         for h, s, port in self.hosts_table.tolist():
             name = host_name(h, prefix)
-            self.addHost(name, ip=f"{host_ip(h)}/{IP_PREFIX}", mac=macs[h])
+            self.addHost(name, ip=f"{self.ips[h]}/{IP_PREFIX}", mac=macs[h])
             self.addLink(name, switch_name(s, prefix), port1=0, port2=port)
         for a, pa, b, pb in topo.links.tolist():
             self.addLink(switch_name(a, prefix), switch_name(b, prefix), port1=pa, port2=pb)

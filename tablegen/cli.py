@@ -12,8 +12,10 @@ import os
 import shutil
 import sys
 import time
+import zipfile
 from pathlib import Path
 
+from .export import FORMATS as EXPORT_FORMATS
 from .topology import Topology, TopologyError
 
 TOPOLOGY_FILE, TABLES_NPZ, REPORT_FILE = "topology.json", "tables.npz", "verify.json"
@@ -38,6 +40,9 @@ def _topology(spec: str) -> Topology:
 def _tables(topo: Topology, args):
     from .routing import build_tables
 
+    vcs = getattr(args, "vcs", None)
+    if vcs is not None and vcs < 1:
+        raise UsageError(f"--vcs {vcs}; expected a VC count >= 1")
     return build_tables(topo, args.routing, nonmin=getattr(args, "nonmin", None),
                         vcs=getattr(args, "vcs", None))
 
@@ -69,6 +74,8 @@ def cmd_analyze(args) -> int:
     from .analysis import analyze
 
     topo = _topology(args.spec)
+    if args.throughput_bound:
+        return _throughput_bound(topo, args)
     a = analyze(topo)
     a["topology"] = topo.name()
     if args.json:
@@ -76,6 +83,25 @@ def cmd_analyze(args) -> int:
     else:
         for k, v in a.items():
             print(f"{k:>12}: {v}")
+    return 0
+
+
+def _throughput_bound(topo: Topology, args) -> int:
+    from simulator.bound import cmd_bound
+
+    try:
+        b = cmd_bound(args, topo)
+    except ValueError as e:
+        raise UsageError(f"analyze --throughput-bound: {e}") from None
+    if args.json:
+        print(json.dumps(b, indent=1))
+        return 0
+    print(f"{topo.name()}, {args.routing}, {args.traffic}:")
+    for name, c in b["classes"].items():
+        print(f"  {name:>10}: bound {c['bound']:.4f} of the injection bandwidth "
+              f"(max channel load {c['max_load']:.3f}, limited by {c['limited_by']})")
+    if b.get("mix"):
+        print(f"  best fixed split: bound {b['mix']['bound']:.4f}")
     return 0
 
 
@@ -103,7 +129,7 @@ def build_and_verify(topo: Topology, args, console=None):
 def _replaced_dir(out: Path):
     """Yield a sibling temporary directory that replaces ``out`` as a whole when the block
     succeeds, and is removed (leaving ``out`` as it was) when it raises."""
-    out = Path(out)
+    out = check_out_dir(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -118,6 +144,16 @@ def _replaced_dir(out: Path):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def check_out_dir(out, what: str = "--out") -> Path:
+    """Refuse an output path that is, or lies below, something other than a directory
+    before any work is done."""
+    out = Path(out)
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise UsageError(f"{what} {out}: {p} is not a directory; expected a directory path")
+    return out
 
 
 def verified_tables(topo: Topology, args, console, cmd: str):
@@ -160,12 +196,18 @@ def _print_failure(rep) -> None:
 
 def cmd_tables(args) -> int:
     console = _console()
+    formats = tuple(args.formats.split(","))
+    unknown = [f for f in formats if f not in EXPORT_FORMATS]
+    if unknown:
+        raise UsageError(f"--formats {args.formats}: {', '.join(unknown)} unknown; expected "
+                         f"a comma-separated subset of {','.join(EXPORT_FORMATS)}")
+    check_out_dir(args.out)
     topo = _topology(args.spec)
     ts, rep = verified_tables(topo, args, console, "tables")
     if ts is None:
         return 1
     with console.status(f"writing {args.formats} into {args.out}…"):
-        files, skipped = write_table_set(ts, rep, Path(args.out), tuple(args.formats.split(",")))
+        files, skipped = write_table_set(ts, rep, Path(args.out), formats)
     console.log(f"{len(files)} files written into {args.out}")
     for fmt, why in skipped.items():
         print(f"tables: {fmt} export skipped: {why}", file=sys.stderr)
@@ -183,19 +225,34 @@ def load_table_set(d: Path):
     try:
         topo = Topology.from_dict(json.loads((d / TOPOLOGY_FILE).read_text()))
         return TableSet.load_npz(d / TABLES_NPZ, topo)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
+            zipfile.BadZipFile) as e:
         raise UsageError(f"DIR={d} holds no readable table set ({type(e).__name__}: {e}); "
                          f"expected {TOPOLOGY_FILE} and {TABLES_NPZ}") from None
 
 
 def cmd_verify(args) -> int:
+    from .ib_apply import BadInput, find_ib_dir
+    from .ib_apply import load_table_set as load_ib_files
+    from .iblayers import verify_ib_files
     from .verify import verify
 
     d = Path(args.dir)
     ts = load_table_set(d)
+    try:
+        ib_dir = find_ib_dir(d, required=False)
+        files = load_ib_files(ib_dir) if ib_dir is not None else None
+    except BadInput as e:
+        raise UsageError(f"verify: {e}") from None
+    lmc, seed = _ib_params(files, args)
     rep = verify(ts)
-    lmc, seed = _ib_params(d, args)
-    ib = _ib_report(ts, lmc, seed) if rep.ok else None
+    ib = None
+    if rep.ok:
+        try:
+            ib = (verify_ib_files(files, ts) if files is not None
+                  else _ib_report(ts, lmc, seed))
+        except BadInput as e:
+            raise UsageError(f"verify: {e}") from None
     if args.json:
         print(json.dumps(dict(rep.to_dict(), ib=ib), indent=1))
     else:
@@ -210,23 +267,32 @@ def cmd_verify(args) -> int:
         _print_failure(rep)
         return 1
     if not ib["ok"]:
+        what = "InfiniBand files" if files is not None else "InfiniBand"
         for e in ib["errors"]:
-            print(f"verify (InfiniBand): {e}", file=sys.stderr)
+            print(f"verify ({what}): {e}", file=sys.stderr)
         return 1
     return 0
 
 
-def _ib_params(d: Path, args) -> tuple[int, int]:
-    """LMC and seed: the command line's, else those the directory was exported with."""
-    g = next((p for p in (d / "guids.json", d / "ib" / "guids.json") if p.exists()), None)
-    doc = json.loads(g.read_text()) if g is not None else {}
-    lmc = args.lmc if args.lmc is not None else int(doc.get("lmc", 0))
-    seed = args.seed if args.seed is not None else int(doc.get("ib", {}).get("seed", 1))
-    return lmc, seed
+def _ib_params(files, args) -> tuple[int, int]:
+    """LMC and seed of the InfiniBand check: those the files were exported with (the
+    command line may only repeat them), else the command line's or 0 and 1."""
+    if files is None:
+        return (args.lmc if args.lmc is not None else 0,
+                args.seed if args.seed is not None else 1)
+    have = {"lmc": files.lmc, "seed": int(files.guids.get("ib", {}).get("seed", 1))}
+    for key, value in have.items():
+        given = getattr(args, key)
+        if given is not None and given != value:
+            raise UsageError(f"verify: --{key} {given}, but the InfiniBand files in "
+                             f"{files.dir} were exported with {key} {value}; expected no "
+                             f"--{key} or --{key} {value}")
+    return have["lmc"], have["seed"]
 
 
 def _ib_report(ts, lmc: int, seed: int) -> dict:
-    """InfiniBand semantics: layers, SLs, per-VL CDG (``iblayers.verify_ib``)."""
+    """InfiniBand semantics of a table set without exported IB files: layers, SLs, per-VL
+    CDG computed from the tables (``iblayers.verify_ib``)."""
     from .export import ExportError, lid_plan
     from .iblayers import IbError, ib_routing
 
@@ -244,10 +310,21 @@ def _print_ib(ib: dict) -> None:
     print(f"  InfiniBand (LMC {ib['lmc']}): {'OK' if ib['ok'] else 'FAILED'}; "
           f"{ib['sls_used']} SLs, {ib['vls_used']} VLs (max VL {ib['vl_max']}) of "
           f"{ib['data_vls']} data VLs; CDG {ib['cdg']['dependencies']} dependencies")
-    for lay in ib["layers"]:
+    files = ib.get("source") == "files"
+    if files:
+        lft = ib["tables"]
+        same = (f"; LFTs {'equal' if lft.get('lft_mismatches') == 0 else 'differ from'} the "
+                f"table set's layers ({lft['lft_entries']} entries)" if lft else "")
+        print(f"    from the files in {ib['dir']}: {ib['paths']} (HCA, LID) paths walked"
+              f"{same}")
+    unit = "paths" if files else "pairs"
+    rows = [(f"offset {lay['offset']} {lay['kind']}", lay) for lay in ib["layers"]]
+    if files:
+        rows.append(("switch LIDs", ib["switch_lids"]))
+    for name, lay in rows:
         hist = " ".join(f"{h}:{c}" for h, c in lay["hist"].items())
-        print(f"    offset {lay['offset']} {lay['kind']}: max {lay['max_hops']} hops "
-              f"(bound {lay['bound']}); hops:pairs {hist}")
+        print(f"    {name}: max {lay['max_hops']} hops (bound {lay['bound']}); "
+              f"hops:{unit} {hist}")
 
 
 def cmd_path(args) -> int:
@@ -258,18 +335,29 @@ def cmd_path(args) -> int:
     inter = -1
     if cls.inter != "none":
         cands = ts.candidates(src, dst, cls)
-        if args.via is None:
+        via = args.via
+        if via is not None and cls.inter == "group":
+            # --via names a switch; group-level Valiant detours through that switch's group
+            via = int(topo.group[_switch(topo, via, "via")])
+        if via is None:
             inter = int(cands[0]) if len(cands) else -1
-        elif args.via not in set(cands.tolist()):
-            raise UsageError(f"--via {args.via} is not an intermediate {cls.name} may use from "
-                             f"{src} to {dst}; expected one of {cands.tolist()[:20]}…")
+        elif via not in set(cands.tolist()):
+            shown = cands.tolist()
+            more = "…" if len(shown) > 20 else ""
+            what = f"--via {args.via}" + (f" (group {via})" if via != args.via else "")
+            raise UsageError(f"{what} is not an intermediate {cls.name} may use from "
+                             f"{src} to {dst}; expected one of {shown[:20]}{more}"
+                             + (" (groups)" if cls.inter == "group" else ""))
         else:
-            inter = args.via
+            inter = via
     elif args.via is not None:
         raise UsageError(f"--via {args.via}: class {cls.name} of routing {args.routing} has no "
                          "intermediate")
     path = ts.walk(src, dst, cls, inter)
-    path.update(routing=ts.routing, cls=cls.name, via=inter,
+    if cls.inter == "group":
+        path["via_group"] = inter
+    path.update(routing=ts.routing, cls=cls.name,
+                via=args.via if cls.inter == "group" and args.via is not None else inter,
                 labels=[list(topo.label(s)) for s in path["switches"]])
     if args.json:
         print(json.dumps(path))
@@ -444,11 +532,10 @@ def cmd_emulate(args) -> int:
     try:
         report = run(ts, check=args.check, samples=args.samples,
                      hosts_per_switch=args.hosts_per_switch, keep=args.keep,
-                     log=console.log)
+                     log=console.log, on_report=lambda r: print(json.dumps(r), flush=True))
     except EmulationError as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(report))
     return 0 if report["ok"] else 1
 
 
@@ -529,12 +616,15 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--formats", default="json,ib,openflow")
     sp.set_defaults(func=cmd_tables)
 
-    sp = sub.add_parser("verify", help="verify an exported table set (also under InfiniBand "
-                        "semantics: LMC layers, SLs, per-VL CDG)")
+    sp = sub.add_parser("verify", help="verify an exported table set, and under InfiniBand "
+                        "semantics: the IB files in DIR or DIR/ib themselves (every HCA-to-LID "
+                        "path through lfts.dump, sl2vl.dump and path-sl.txt, the CDG per VL, "
+                        "agreement with the tables), else layers and SLs computed from them")
     sp.add_argument("dir")
-    sp.add_argument("--lmc", type=int, help="InfiniBand LMC (default: the exported one, or 0)")
-    sp.add_argument("--seed", type=int, help="seed of the Valiant layers' targets (default: "
-                    "the exported one, or 1)")
+    sp.add_argument("--lmc", type=int, help="InfiniBand LMC when DIR holds no IB files "
+                    "(default 0; with IB files only theirs is accepted)")
+    sp.add_argument("--seed", type=int, help="seed of the Valiant layers' targets when DIR "
+                    "holds no IB files (default 1; with IB files only theirs is accepted)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_verify)
 
@@ -543,15 +633,22 @@ def parser() -> argparse.ArgumentParser:
     routing_args(sp)
     sp.add_argument("--src", type=int, required=True)
     sp.add_argument("--dst", type=int, required=True)
-    sp.add_argument("--via", type=int, help="intermediate switch (or group) for Valiant classes")
+    sp.add_argument("--via", type=int, help="intermediate switch of a Valiant class (group-"
+                    "level VAL: the group of this switch)")
     sp.add_argument("--class", dest="cls", help="path class of a UGAL-L routing (min or the "
                     "non-minimal one; default the non-minimal)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_path)
 
-    sp = sub.add_parser("analyze", help="diameter, ASPL, degrees, cable lengths")
+    sp = sub.add_parser("analyze", help="diameter, ASPL, degrees, cable lengths; with "
+                        "--throughput-bound the saturation bound of a routing under a traffic")
     sp.add_argument("spec")
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("--throughput-bound", action="store_true",
+                    help="1 / max channel load of the routing's tables under --traffic")
+    from simulator.bound import add_bound_args
+
+    add_bound_args(sp)
     sp.set_defaults(func=cmd_analyze)
 
     sp = sub.add_parser("expand", help="DSN-F expansion: cables and table updates")

@@ -55,8 +55,8 @@ from .topology import Topology
 __all__ = [
     "ExportError", "FORMATS", "HCA_GUID_BASE", "HCA_GUID_STRIDE", "LidPlan", "SWITCH_GUID_BASE",
     "export_all", "export_ib", "export_json", "export_openflow", "host_macs", "host_node_guid",
-    "host_path_sls", "host_port_guid", "ib_layers", "lid_plan", "lft_class", "load_tables_json",
-    "path_sl_rows", "switch_guid",
+    "host_path_sls", "host_port_guid", "ib_layers", "lft_class", "lft_lids", "lft_row",
+    "lid_plan", "load_tables_json", "path_sl_rows", "switch_guid",
 ]
 
 FORMATS = ("json", "ib", "openflow")
@@ -423,7 +423,7 @@ def _guid2lid_chunks(topo: Topology, plan: LidPlan, names) -> Chunks:
     return _rendered(_env().get_template("guid2lid.j2"), rows=rows)
 
 
-def _lft_ports(ts: TableSet, plan: LidPlan):
+def lft_lids(ts: TableSet, plan: LidPlan):
     """Per assigned LID (ascending): the LID, its switch, the port at that switch (0 for the
     switch itself), whether it is a host's, the switch or host id, and its layer (LID offset;
     switch LIDs use layer 0)."""
@@ -440,12 +440,24 @@ def _lft_ports(ts: TableSet, plan: LidPlan):
     return lids, dst, local, is_host, who, layer
 
 
+def lft_row(topo: Topology, lids, layers, u: int) -> np.ndarray:
+    """Switch ``u``'s out port for every LID of ``lids`` (:func:`lft_lids`): layer ``k``'s
+    next hop for a LID of offset ``k``; at the LID's own switch its local port (0 for the
+    switch's own LID)."""
+    _, dst, local, _, _, layer = lids
+    port = layers.nxt[layer, u, dst].astype(np.intp) + (int(topo.hosts[u]) + 1)
+    here = dst == u
+    port[here] = local[here]
+    return port
+
+
 def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: bool) -> Chunks:
     topo = ts.topo
     n = topo.n_switches
     sw_hex, sw_name, _, hp_hex, h_name = names
     m = _macros("lfts.dump.j2")
-    lids, dst, local, is_host, who, layer = _lft_ports(ts, plan)
+    all_lids = lft_lids(ts, plan)
+    lids, _, _, is_host, who, _ = all_lids
     # One rendered line per LID with a "PPP" placeholder; every switch shares the text.
     lines, offs, pos = [], np.empty(len(lids), dtype=np.int64), 0
     for k, (lid, host, w) in enumerate(zip(lids.tolist(), is_host.tolist(), who.tolist())):
@@ -464,11 +476,8 @@ def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: b
     at = (offs[:, None] + np.arange(3)).ravel()
     digits = np.array([list(f"{p:03d}".encode()) for p in range(1000)], dtype=np.uint8)
     for u in range(n):
-        port = layers.nxt[layer, u, dst].astype(np.intp) + (int(topo.hosts[u]) + 1)
-        here = dst == u
-        port[here] = local[here]
         body = base.copy()
-        body[at] = digits[port].ravel()
+        body[at] = digits[lft_row(topo, all_lids, layers, u)].ravel()
         yield str(m.header(plan.top, int(plan.switch_lid[u]), sw_hex[u], sw_name[u])).encode()
         yield memoryview(body)
         yield footer
@@ -642,7 +651,8 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ExportError(f"unknown export format(s) {unknown}; expected some of {list(FORMATS)}")
-    planners = {"json": lambda: _plan_json(ts), "ib": lambda: _plan_ib(ts, lmc, lft_comments, seed),
+    planners = {"json": lambda: _plan_json(ts),
+                "ib": lambda: _plan_ib(ts, lmc, lft_comments, seed),
                 "openflow": lambda: _plan_openflow(ts)}
     plans = {f: planners[f]() for f in formats}
     return {f: _run_jobs(outdir, jobs) for f, jobs in plans.items()}

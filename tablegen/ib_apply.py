@@ -37,9 +37,10 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ApplyError", "BadInput", "IB_FILES", "UMAD2SIM", "apply", "binaries_missing",
-           "build_tools", "compare_lfts", "parse_dump_fts", "parse_lfts", "parse_path_sl",
-           "parse_sl2vl", "PathSlRules"]
+__all__ = ["ApplyError", "BadInput", "IB_FILES", "PathSlRules", "UMAD2SIM", "apply",
+           "binaries_missing", "build_tools", "compare_lfts", "fabric_lids", "find_ib_dir",
+           "load_table_set", "parse_dump_fts", "parse_lfts", "parse_net", "parse_path_sl",
+           "parse_sl2vl"]
 
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 IB_FILES = ("fabric.net", "guids.json", "guid2lid", "lfts.dump", "sl2vl.dump", "path-sl.txt")
@@ -67,6 +68,9 @@ HEADERS = {"libopensm-dev": INCLUDE / "opensm" / "osm_opensm.h",
 _runs = itertools.count()
 _HEADER = re.compile(rb"Unicast lids \[[^\]]*\] of switch .*? guid (0x[0-9a-fA-F]+)")
 _SL2VL_NODE = re.compile(r"(Switch|Channel Adapter|Router) (0x[0-9a-fA-F]+)\b")
+_NET_GUID = re.compile(r"(?:switchguid|caguid)=(0x[0-9a-fA-F]+)")
+_NET_NODE = re.compile(r'(Switch|Hca)\s+\d+\s+"([^"]+)"')
+_NET_PORT = re.compile(r'\[(\d+)\]\s+"([^"]+)"\[(\d+)\]')
 
 
 class BadInput(ValueError):
@@ -165,7 +169,8 @@ def parse_lfts(text: bytes, what: str) -> dict[int, dict[int, int]]:
             try:
                 lid, port = int(parts[0], 16), int(parts[1])
             except (ValueError, IndexError):
-                raise BadInput(f"{what}:{no}: {line[:60]!r} is no '0x<lid> <port>' entry") from None
+                raise BadInput(f"{what}:{no}: {line[:60]!r} is no '0x<lid> <port>' "
+                               f"entry") from None
             if lid:
                 cur[lid] = port
         elif line.startswith(b"Unicast lids"):
@@ -281,11 +286,12 @@ class TableSet:
     radix: dict[int, int]           # switch GUID -> ports
     ca_ports: dict[int, dict]       # CA port GUID -> host record
     port_guids: set[int]            # switch GUIDs + CA port GUIDs
+    net: dict[int, tuple[str, dict[int, tuple[int, int]]]]   # parse_net(fabric.net)
 
 
-def find_ib_dir(d) -> Path:
+def find_ib_dir(d, required: bool = True) -> Path | None:
     """``d`` itself when it holds the files (``fabroute ib export``), else ``d/ib``
-    (``fabroute tables``)."""
+    (``fabroute tables``); None when neither holds any and not ``required``."""
     d = Path(d)
     if not d.is_dir():
         raise BadInput(f"DIR={d} is not a directory; expected the --out of 'fabroute ib export' "
@@ -297,6 +303,8 @@ def find_ib_dir(d) -> Path:
                 raise BadInput(f"{cand} lacks {', '.join(missing)} (an incomplete InfiniBand "
                                f"export)")
             return cand
+    if not required:
+        return None
     raise BadInput(f"DIR={d} holds no InfiniBand export (missing fabric.net, lfts.dump, ... in "
                    f"DIR or DIR/ib); expected 'fabroute ib export SPEC --routing R --out DIR' or "
                    f"'fabroute tables SPEC --routing R --out DIR' with the ib format")
@@ -325,7 +333,8 @@ def _check_lid_space(path: Path, guids: dict, lmc: int) -> None:
     top = first + n_h * step - 1
     if top > MAX_UNICAST_LID:
         fit = max(l for l in range(8) if -(-(n_sw + 1) // (1 << l)) * (1 << l)
-                  + n_h * (1 << l) - 1 <= MAX_UNICAST_LID) if n_sw + n_h < MAX_UNICAST_LID else None
+                  + n_h * (1 << l) - 1 <= MAX_UNICAST_LID) \
+            if n_sw + n_h < MAX_UNICAST_LID else None
         raise BadInput(f"{path}: LMC {lmc} needs LIDs up to 0x{top:04x} ({n_h} HCAs x {step} LIDs "
                        f"after {n_sw} switches) but unicast LIDs end at 0x{MAX_UNICAST_LID:04X}"
                        + (f"; LMC {fit} fits" if fit is not None else ""))
@@ -337,9 +346,38 @@ def _check_lid_space(path: Path, guids: dict, lmc: int) -> None:
                            f"0x{MAX_UNICAST_LID:04X}")
 
 
-def _net_guids(path: Path) -> set[int]:
-    return {int(m, 16) for m in re.findall(r"(?m)^\s*(?:switchguid|caguid)=(0x[0-9a-fA-F]+)",
-                                           path.read_text(errors="replace"))}
+def parse_net(text: str, what: str) -> dict[int, tuple[str, dict[int, tuple[int, int]]]]:
+    """``{node GUID: (kind, {port: (peer node GUID, peer port)})}`` from an ibsim ``net`` file
+    whose records each follow a ``switchguid=`` / ``caguid=`` line (kind ``Switch`` /
+    ``Hca``) — the wiring ibsim simulates, hence what a packet really crosses."""
+    nodes: dict[int, tuple[str, dict]] = {}
+    by_name: dict[str, int] = {}
+    links: list[tuple[int, int, int, str, int]] = []
+    guid = cur = None
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        if m := _NET_GUID.match(s):
+            guid = int(m.group(1), 16)
+        elif m := _NET_NODE.match(s):
+            if guid is None:
+                raise BadInput(f"{what}:{no}: {m.group(1)} record without a guid= line before it")
+            if guid in nodes:
+                raise BadInput(f"{what}:{no}: node 0x{guid:016x} listed twice")
+            nodes[guid] = (m.group(1), {})
+            by_name[m.group(2)] = cur = guid
+            guid = None
+        elif m := _NET_PORT.match(s):
+            if cur is None:
+                raise BadInput(f"{what}:{no}: port line before any Switch / Hca record")
+            links.append((no, cur, int(m.group(1)), m.group(2), int(m.group(3))))
+    for no, g, port, peer, peer_port in links:
+        if peer not in by_name:
+            raise BadInput(f"{what}:{no}: port {port} of 0x{g:016x} leads to {peer!r}, which is "
+                           f"no node of this file")
+        nodes[g][1][port] = (by_name[peer], peer_port)
+    return nodes
 
 
 def load_table_set(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> TableSet:
@@ -355,10 +393,10 @@ def load_table_set(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> 
         ca_nodes = {int(h["node_guid"], 16) for h in guids["hosts"]}
     except (KeyError, ValueError, TypeError) as e:
         raise BadInput(f"{ib / 'guids.json'}: switch/host record without {e}") from None
-    net = _net_guids(ib / "fabric.net")
+    net = parse_net((ib / "fabric.net").read_text(errors="replace"), str(ib / "fabric.net"))
     want = set(radix) | ca_nodes
-    if net != want:
-        extra, lack = sorted(net - want), sorted(want - net)
+    if net.keys() != want:
+        extra, lack = sorted(net.keys() - want), sorted(want - net.keys())
         raise BadInput(f"{ib / 'fabric.net'} and {ib / 'guids.json'} describe different fabrics: "
                        + (f"0x{extra[0]:016x} ({len(extra)} GUIDs) only in fabric.net" if extra
                           else f"0x{lack[0]:016x} ({len(lack)} GUIDs) not in fabric.net"))
@@ -371,7 +409,7 @@ def load_table_set(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> 
     for f in (lf, sf, pf):
         if not f.is_file():
             raise BadInput(f"{f} does not exist")
-    lfts = _check_lfts(lf, radix)
+    lfts = _check_lfts(lf, radix, guids)
     sl2vl = _check_sl2vl(sf, guids, radix, ca_ports)
     rules = parse_path_sl(pf.read_text(errors="replace"), str(pf))
     for no, (src, dst, off, _) in enumerate(rules.rules):
@@ -382,7 +420,7 @@ def load_table_set(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> 
         if off is not None and off >= 1 << lmc:
             raise BadInput(f"{pf}: rule {no + 1}: LID offset {off} but LMC {lmc} gives "
                            f"offsets 0..{(1 << lmc) - 1}")
-    return TableSet(ib, guids, lmc, lfts, sl2vl, rules, radix, ca_ports, ports)
+    return TableSet(ib, guids, lmc, lfts, sl2vl, rules, radix, ca_ports, ports, net)
 
 
 def _check_guid2lid(path: Path, ports: set[int]) -> None:
@@ -398,21 +436,44 @@ def _check_guid2lid(path: Path, ports: set[int]) -> None:
             raise BadInput(f"{path}:{no}: 0x{g:016x} is no port of this fabric (guids.json)")
 
 
-def _check_lfts(path: Path, radix: dict[int, int]) -> dict[int, dict[int, int]]:
+def fabric_lids(guids: dict) -> dict[int, str]:
+    """Every LID guids.json assigns (each switch's, each HCA's 2^LMC) -> its node's name."""
+    step = 1 << int(guids.get("lmc", 0))
+    lids = {int(sw["lid"]): sw["name"] for sw in guids["switches"]}
+    for h in guids["hosts"]:
+        lids.update((int(h["lid"]) + k, h["name"]) for k in range(step))
+    return lids
+
+
+def _check_lfts(path: Path, radix: dict[int, int], guids: dict) -> dict[int, dict[int, int]]:
+    """Every switch must list every LID of the fabric, each with a real port: OpenSM's file
+    engine sets what a file omits to 255 (no port), and a read-back cannot tell that from a
+    file that said 255, so a gap or a 255 would pass the comparison while dropping traffic."""
     lfts = parse_lfts(path.read_bytes(), str(path))
     alien = [g for g in lfts if g not in radix]
     if alien:
         raise BadInput(f"{path}: switch 0x{alien[0]:016x} is not in this fabric (guids.json; "
                        f"{len(alien)} such switches: a file of another fabric?)")
+    want = fabric_lids(guids)
     for g, entries in lfts.items():
-        bad = [(lid, p) for lid, p in entries.items() if p > radix[g] and p != NO_PORT]
+        bad = [(lid, p) for lid, p in entries.items() if p > radix[g]]
         if bad:
-            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{bad[0][0]:04x} -> port "
-                           f"{bad[0][1]} is beyond its {radix[g]} ports")
-        high = [lid for lid in entries if lid > MAX_UNICAST_LID]
-        if high:
-            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{high[0]:04x} is beyond the "
-                           f"unicast LIDs (0x0001..0x{MAX_UNICAST_LID:04X})")
+            lid, p = bad[0]
+            if p == NO_PORT:
+                raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{lid:04x} -> port {NO_PORT} "
+                               f"(no port); expected a port 0..{radix[g]}: every LID needs a "
+                               f"route")
+            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{lid:04x} -> port {p} is beyond "
+                           f"its {radix[g]} ports")
+        if entries.keys() != want.keys():
+            lack = sorted(want.keys() - entries.keys())
+            if lack:
+                raise BadInput(f"{path}: switch 0x{g:016x} has no entry for LID 0x{lack[0]:04x} "
+                               f"({want[lack[0]]}) and {len(lack) - 1} more; expected one for "
+                               f"each of the {len(want)} LIDs in guids.json")
+            extra = min(entries.keys() - want.keys())
+            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{extra:04x} belongs to no port of "
+                           f"this fabric; expected only the {len(want)} LIDs in guids.json")
     absent = sorted(set(radix) - set(lfts))
     if absent:
         raise BadInput(f"{path}: {len(absent)} switches of the fabric have no LFT section "

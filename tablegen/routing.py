@@ -199,8 +199,9 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
         else:
             variant = routing if routing != "ugal-l" else (nonmin or _default_nonmin(kind))
             if variant not in NONMIN or (variant == "val-group" and kind != "dragonfly"):
+                fits = [v for v in NONMIN if v != "val-group" or kind == "dragonfly"]
                 raise TopologyError(f"non-minimal variant {variant!r} does not fit {kind}; "
-                                    f"expected one of {', '.join(NONMIN)}")
+                                    f"expected one of {', '.join(fits)}")
             if kind == "dragonfly" and variant == "val":
                 variant = "val-group"  # Kim et al. §4.1: Valiant at the group level
             if kind == "dragonfly" and variant != "val-group" or (

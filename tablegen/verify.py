@@ -4,7 +4,9 @@
 class and intermediate):
 
 * delivery: the walk ends at the destination (no dead end, no loop);
-* the path-length bound of the class (e.g. VAL_3h <= 3 hops on Slim Fly);
+* the path-length bound of the class (e.g. VAL_3h <= 3 hops on Slim Fly); MIN's paths
+  are moreover compared with the topology's own shortest paths (breadth-first search; a
+  Dragonfly's hierarchical bound local-global-local), not with a bound derived from the tables;
 * deadlock freedom: the channel dependency graph (CDG) over channels ``(switch, out port,
   VC)`` is acyclic.  VCs never decrease along a path, so this is the same as one acyclic CDG
   per VC.
@@ -74,10 +76,37 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
                                  f"{c.max_hops}")
         report.classes[c.name] = {"max_hops": max(hist) if hist else 0, "bound": c.max_hops,
                                   "hist": {str(k): v for k, v in sorted(hist.items())}}
+    if any(c.name == "min" for c in ts.classes):
+        _check_minimal(ts, report)
     report.vcs_used = int(np.flatnonzero(vc_seen).max() + 1) if vc_seen.any() else 0
     _check_cdg(ts, deps, report, max_cycle_print)
     report.ok = not report.errors
     return report
+
+
+def _check_minimal(ts: TableSet, report: Report) -> None:
+    """MIN's bound is the graph's, not the tables': every table path must be as short as a
+    breadth-first search of the topology says (a Dragonfly's: at most local, global, local).
+    O(N^2 R / 64) + O(N^2)."""
+    from .analysis import distance_matrix
+    from .routing import table_lengths
+
+    c = next(c for c in ts.classes if c.name == "min")
+    try:
+        got = table_lengths(ts.topo, ts.tables[c.table1])
+    except RuntimeError:
+        return  # the walk has reported the broken path already
+    if ts.topo.kind == "dragonfly":
+        # Kim et al.'s minimal routing is hierarchical (local, global, local): two global
+        # hops through a third group can be shorter in the graph, and are not minimal there
+        dist = np.full(got.shape, 3, dtype=got.dtype)
+    else:
+        dist = distance_matrix(ts.topo)
+    longer = np.argwhere(got > dist)
+    if len(longer):
+        u, t = (int(x) for x in longer[0])
+        report.errors.append(f"class min: {len(longer)} table paths are not shortest, e.g. "
+                             f"{u} -> {t} takes {got[u, t]} hops, the topology {dist[u, t]}")
 
 
 def _walker(c):

@@ -31,6 +31,14 @@ def run(capsys, *argv):
     (["path", "slimfly:q=5", "--routing", "min", "--src", "0", "--dst", "50"], "dst=50"),
     (["path", "slimfly:q=5", "--routing", "min", "--src", "0", "--dst", "3", "--via", "7"],
      "--via 7"),
+    (["tables", "slimfly:q=5", "--routing", "min", "--vcs", "0", "--out", "X"],
+     "--vcs 0; expected a VC count >= 1"),
+    (["path", "dsnf:n=32", "--routing", "dsnf", "--src", "0", "--dst", "7", "--vcs", "-1"],
+     "--vcs -1"),
+    (["tables", "slimfly:q=5", "--routing", "min", "--formats", "json,foo", "--out", "X"],
+     "foo unknown; expected a comma-separated subset of json,ib,openflow"),
+    (["tables", "slimfly:q=5", "--routing", "ugal-l", "--nonmin", "val-group", "--out", "X"],
+     "expected one of val, val-nta, val-3h"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
     argv = [str(tmp_path / a) if a == "X" else a for a in argv]
@@ -43,6 +51,55 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
     if "zigzag" in needle:
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "zigzag" in err
+
+
+def test_output_path_through_a_file_and_malformed_dirs(capsys, tmp_path):
+    """--out naming a file (or a path below one) is refused before any work; a DIR whose
+    files have the wrong shape or are truncated is bad input, not a traceback."""
+    f = tmp_path / "afile"
+    f.write_text("keep me")
+    for out in (f, f / "sub"):
+        code, _, err = run(capsys, "tables", "slimfly:q=5", "--routing", "min", "--out", str(out))
+        assert code == 2 and f"{f} is not a directory" in err and len(err.splitlines()) == 1
+    assert f.read_text() == "keep me" and sorted(tmp_path.iterdir()) == [f]
+    assert run(capsys, "tables", "slimfly:q=5", "--routing", "min", "--formats", "json",
+               "--out", str(tmp_path / "t"))[0] == 0
+    npz = tmp_path / "t" / "tables.npz"
+    npz.write_bytes(npz.read_bytes()[:2000])
+    bad = tmp_path / "shape"
+    bad.mkdir()
+    (bad / "topology.json").write_text("[]")
+    for d, needle in ((tmp_path / "t", "BadZipFile"), (bad, "TypeError")):
+        code, _, err = run(capsys, "verify", str(d))
+        assert code == 2 and needle in err and len(err.splitlines()) == 1, err
+
+
+def test_path_via_is_a_switch_for_group_valiant(capsys):
+    """Dragonfly group-level VAL: --via names a switch and the path detours through its
+    group; a switch of the source's or destination's group is refused."""
+    topo = build("dragonfly:p=2,a=4,h=2")
+    code, out, _ = run(capsys, "path", "dragonfly:p=2,a=4,h=2", "--routing", "val", "--src",
+                       "0", "--dst", "35", "--via", "17", "--json")
+    p = json.loads(out)
+    assert code == 0 and p["via"] == 17 and p["via_group"] == 4
+    assert 4 in {int(topo.group[s]) for s in p["switches"]}
+    code, _, err = run(capsys, "path", "dragonfly:p=2,a=4,h=2", "--routing", "val", "--src",
+                       "0", "--dst", "35", "--via", "33")
+    assert code == 2 and "--via 33 (group 8) is not an intermediate" in err
+
+
+def test_analyze_throughput_bound(capsys):
+    """`analyze --throughput-bound`: Dragonfly p=h=2, a=4 MIN under worst-case traffic is
+    bound by its one global channel per group pair, 1/(a*h) = 1/8; a traffic the topology
+    has no definition for is bad input."""
+    code, out, _ = run(capsys, "analyze", "dragonfly:p=2,a=4,h=2", "--throughput-bound",
+                       "--routing", "min", "--traffic", "worst-case", "--json")
+    b = json.loads(out)
+    assert code == 0 and b["bound"] == pytest.approx(1 / 8)
+    assert b["classes"]["min"]["by_kind"]["global"]["max_load"] == pytest.approx(8)
+    code, _, err = run(capsys, "analyze", "slimfly:q=5", "--throughput-bound", "--traffic",
+                       "worst-case")
+    assert code == 2 and "worst-case is defined for a dragonfly, not slimfly" in err
 
 
 class _nothing:

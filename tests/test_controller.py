@@ -5,6 +5,7 @@ controller against real Open vSwitch."""
 import functools
 from types import SimpleNamespace
 
+import networkx as nx
 import numpy as np
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -12,7 +13,9 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from controller import messages as msg
 from controller.fabric import MAX_REPAIRS, Fabric, generation_cookie
-from tablegen.openflow import (T_CHOICE, choice_slots, plan, program, udp_src_for)
+from tablegen.cli import main
+from tablegen.openflow import (OFPVID_PRESENT, T_CHOICE, T_EGRESS, T_INGRESS, choice_slots,
+                               plan, program, udp_src_for)
 from tablegen.routing import build_tables
 from tablegen.spec import build
 
@@ -88,6 +91,8 @@ def test_compare_finds_missing_stray_and_changed_entries():
     assert kinds[0] == ("OFPGroupMod", ofp.OFPGC_ADD)
     assert kinds[1:3] == [("OFPFlowMod", ofp.OFPFC_DELETE_STRICT)] * 2
     assert kinds[3:] == [("OFPFlowMod", ofp.OFPFC_ADD)]
+    per = fab.status()["per_switch"]["0"]
+    assert (per["flow_mods"], per["group_mods"]) == (3, 1)
 
 
 def test_verdicts_end_in_failed_after_bounded_repairs():
@@ -147,3 +152,138 @@ def test_port_check_accepts_empty_host_ports_and_refuses_another_fabric():
     why = fab.check_ports(0, host | (net - {7}))
     assert "missing [7]" in why and "tables of another fabric?" in why
     assert "unexpected [12]" in fab.check_ports(0, host | net | {12})
+
+
+def choice_targets(prog) -> list[int]:
+    """Every phase-0 target the source choice of ``prog`` can write (VID ``1 + t``): the
+    targets of the UDP and TCP slot entries, which must be those of the SELECT group's
+    buckets (the choice of other IP traffic)."""
+    vid = ("set_field", "vlan_vid")
+    slots = {next(a[2] for a in f.actions if a[:2] == vid) for f in prog.flows
+             if f.table == T_CHOICE and f.priority == 100}
+    group = {next(a[2] for a in acts if a[:2] == vid) for g in prog.groups
+             for _, acts in g.buckets}
+    assert slots == group, "every bucket owns a slot, and no slot leads elsewhere"
+    return sorted((v & ~OFPVID_PRESENT) - 1 for v in slots)
+
+
+@pytest.mark.parametrize("spec,routing", [("slimfly:q=5", "val"), ("slimfly:q=5", "val-nta"),
+                                          ("slimfly:q=5", "val-3h"),
+                                          ("dragonfly:p=2,a=4,h=2", "val")])
+def test_every_source_choice_of_the_program_is_safe(spec, routing):
+    """The source choice cannot see the destination, so it may pick what
+    ``TableSet.candidates`` (what ``verify`` walks) leaves out: the destination or its group
+    as intermediate, or a VAL_3h first hop that turns back through the source.  Walk every
+    choice the installed program can make toward every destination: delivered, within the
+    hop bound, VAL_nta without revisits, each hop on the VC the PCP entries write, and an
+    acyclic channel dependency graph over (switch, port, VC)."""
+    ts = ts_of(spec, routing)
+    p = plan(ts)
+    c, n = p.choice, ts.topo.n_switches
+    progs = [program(p, u) for u in range(n)]
+    pcp = ("set_field", "vlan_pcp")
+    # the PCP a packet leaves with, per switch: (out port, PCP it arrived with) -> new PCP
+    egress = [{(dict(f.match)["metadata"], dict(f.match)["vlan_pcp"]):
+               next(a[2] for a in f.actions if a[:2] == pcp)
+               for f in prog.flows if f.table == T_EGRESS and f.priority == 100}
+              for prog in progs]
+    cdg, flat = nx.DiGraph(), nx.DiGraph()
+    outside = longest = 0
+    for u, prog in enumerate(progs):
+        pcp0 = {a[2] for f in prog.flows if f.table == T_INGRESS and f.priority == 100
+                for a in f.actions if a[:2] == pcp}
+        assert pcp0 == {c.vc_base}
+        for t in choice_targets(prog):
+            for d in range(n):
+                if d == u:
+                    continue
+                w = ts.walk(u, d, c, t)
+                assert w["switches"][-1] == d
+                hops = list(zip(w["switches"], w["ports"], w["vcs"]))
+                assert len(hops) <= c.max_hops, (u, t, d, w)
+                if routing == "val-nta":
+                    assert len(set(w["switches"])) == len(w["switches"]), (u, t, d, w)
+                # the VC of every hop is the PCP the switches' egress entries write
+                assert w["vcs"] == [c.vc_base] + [egress[s][port, vc]
+                                                  for s, port, vc in hops[:-1]], (u, t, d, w)
+                for a, b in zip(hops, hops[1:]):
+                    cdg.add_edge(a, b)
+                    flat.add_edge(a[:2], b[:2])
+                outside += t not in ts.candidates(u, d, c)
+                longest = max(longest, len(hops))
+    assert outside > 0, "the program's choice is wider than the candidates"
+    assert routing != "val-3h" or longest <= 3
+    assert nx.is_directed_acyclic_graph(cdg), nx.find_cycle(cdg)
+    assert not nx.is_directed_acyclic_graph(flat), "without VCs these paths would deadlock"
+
+
+def test_late_death_of_a_replaced_connection_keeps_the_new_state():
+    fab = Fabric(ts_of("slimfly:q=5", "min"))
+    old, new = object(), object()
+    fab.connected(5, old)
+    st = fab.connected(5, new)                   # the switch reconnected first
+    assert fab.current(5, old) is None and fab.current(5, new) is st
+    assert fab.disconnected(5, old) is None, "the old connection's death is ignored"
+    assert fab.switches[5] is st
+    assert fab.disconnected(5, new) is st and 5 not in fab.switches
+    assert fab.disconnected(5, new) is None
+
+
+def test_error_names_are_os_kens():
+    assert msg.error_names(5, 1) == "OFPET_FLOW_MOD_FAILED/OFPFMFC_TABLE_FULL"
+    assert msg.error_names(1, 8) == "OFPET_BAD_REQUEST/OFPBRC_BUFFER_UNKNOWN"
+    assert msg.error_names(99, 3) == "Unknown/Unknown"
+
+
+@pytest.fixture(scope="module")
+def ten_vc_tables(tmp_path_factory):
+    """DSN-F n=32 VAL: 10 VCs, more than the VLAN PCP's 8."""
+    d = tmp_path_factory.mktemp("vc10") / "t"
+    assert main(["tables", "dsnf:n=32", "--routing", "val", "--formats", "json",
+                 "--out", str(d)]) == 0
+    return d
+
+
+def test_controller_refuses_tables_the_pipeline_cannot_express(ten_vc_tables, capsys,
+                                                               monkeypatch):
+    from os_ken.base import app_manager
+
+    def listen(*_a, **_k):
+        raise AssertionError("the controller started listening")
+
+    monkeypatch.setattr(app_manager.AppManager, "run_apps", listen)
+    capsys.readouterr()
+    assert main(["controller", str(ten_vc_tables), "--listen", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("fabroute: controller: val on dsnf:n=32,p=3: 10 VCs; the VLAN PCP carries "
+                   "at most 8")
+
+
+def test_emulate_refuses_such_tables_before_building_a_net(capsys, monkeypatch):
+    import emulation.session as session
+
+    def build(*_a, **_k):
+        raise AssertionError("emulate started OVS or built a net")
+
+    monkeypatch.setattr(session, "ensure_ovs", build)
+    monkeypatch.setattr(session, "emulate", build)
+    monkeypatch.setattr(session, "Controller", build)
+    capsys.readouterr()
+    assert main(["emulate", "dsnf:n=32", "--routing", "val"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("fabroute: emulate: val on dsnf:n=32,p=3: 10 VCs; the VLAN PCP carries "
+                       "at most 8")
+
+
+def test_controller_process_stderr_lands_in_its_log(ten_vc_tables, tmp_path):
+    from emulation.ctl import Controller, free_port
+    from emulation.net import EmulationError
+
+    ctl = Controller(ten_vc_tables, free_port(), tmp_path)
+    try:
+        with pytest.raises(EmulationError, match=r"exited \(2\): fabroute: controller: val on "
+                                                 r"dsnf:n=32,p=3: 10 VCs"):
+            ctl.wait_verified(32, timeout=60)
+    finally:
+        ctl.stop()
+    assert "10 VCs" in ctl.log_path.read_text()

@@ -7,7 +7,6 @@ Mininet hosts is tests/test_emulation.py."""
 
 import os
 import subprocess
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -91,6 +90,7 @@ def test_every_switch_is_installed_read_back_and_verified(sf5):
     per = st["per_switch"]
     for s in (0, 17, 49):
         assert len(fab.flows(s)) == per[str(s)]["flows"] == per[str(s)]["flow_mods"]
+        assert per[str(s)]["group_mods"] == 1, "VAL_3h: the source choice's SELECT group"
         assert all(f"cookie={st['cookie']}" in line for line in fab.flows(s))
     assert "switch 49 verified" in ctl.log_path.read_text()
 
@@ -108,7 +108,8 @@ def test_tampered_flow_is_repaired_after_reconnect(sf5):
              and s["per_switch"]["3"]["state"] == "verified", what="switch 3 repaired")
     log = ctl.log_path.read_text()
     assert "switch 3 (dpid 0000000000000004) disconnected" in log
-    assert "switch 3 differs from its program (round 1): {'missing_flows': 2, 'extra_flows': 1" in log
+    assert ("switch 3 differs from its program (round 1): {'missing_flows': 2, "
+            "'extra_flows': 1") in log
     assert not any("priority=999" in line for line in fab.flows(3))
     assert len(fab.flows(3)) == before
     assert not any("output:7" in line and "table=4" in line and "metadata=0x6" in line
@@ -121,7 +122,8 @@ def test_restarted_controller_verifies_without_flushing(sf5, tmp_path):
     assert len(sf5.fab.flows(10)) > 0, "fail-mode secure: the switch keeps its flows"
     sf5.ctl = Controller(sf5.dir / "sf5", sf5.port, tmp_path, "restart")
     st = sf5.ctl.wait_for(lambda s: s["verified"] == 50, what="re-verified")
-    assert all(v["flow_mods"] == 0 and v["repairs"] == 0 for v in st["per_switch"].values())
+    assert all(v["flow_mods"] == v["group_mods"] == v["repairs"] == 0
+               for v in st["per_switch"].values())
 
 
 def test_unknown_datapath_and_another_fabric_are_refused(sf5, tmp_path):
@@ -148,7 +150,8 @@ def test_unknown_datapath_and_another_fabric_are_refused(sf5, tmp_path):
                                      for r in s["refused"]), what="foreign switch 0 refused")
         assert st["verified"] == 0
         assert any("tables of another fabric?" in r for r in st["refused"])
-        assert "refused datapath 0000000000000001: switch 0 of slimfly:q=5" in ctl2.log_path.read_text()
+        assert ("refused datapath 0000000000000001: switch 0 of slimfly:q=5"
+                in ctl2.log_path.read_text())
     finally:
         if ctl2:
             ctl2.stop()
@@ -169,7 +172,8 @@ def test_openflow_errors_are_logged_and_the_switch_fails(tmp_path):
         st = ctl.wait_for(lambda s: s["verified"] == 31 and s["failed"] == 1, what="31 + 1 failed")
         assert st["per_switch"]["5"]["errors"] > 0
         log = ctl.log_path.read_text()
-        assert "switch 5 (dpid 0000000000000006) OpenFlow error type=5 code=1" in log
+        assert ("switch 5 (dpid 0000000000000006) OpenFlow error type=5 code=1 "
+                "(OFPET_FLOW_MOD_FAILED/OFPFMFC_TABLE_FULL)") in log
         assert "switch 5 still differs after 3 repairs" in log
     finally:
         ctl.stop()

@@ -287,6 +287,38 @@ def test_bad_input_exit_2_before_starting_anything(sf5, df, tmp_path, capsys):
     assert _ours() == []
 
 
+def test_lft_gaps_no_port_and_foreign_lids_are_bad_input(sf5, tmp_path, capsys):
+    """OpenSM's file engine sets an LID the file omits to 255 and the comparison skips 255 on
+    both sides, so a gap would pass unnoticed: ib apply and verify refuse it, an explicit 255
+    and a LID nobody owns before starting anything."""
+    g = json.loads((sf5 / "ib" / "guids.json").read_text())
+    host, sw3 = g["hosts"][17], g["switches"][3]
+    lid = f"0x{host['lid']:04x}"
+
+    def in_sw3(edit):
+        def apply_edit(t):
+            head, sec = t.split(f" guid {sw3['guid']} ", 1)
+            new = edit(sec)
+            assert new != sec
+            return head + f" guid {sw3['guid']} " + new
+        return apply_edit
+
+    cases = [
+        (in_sw3(lambda t: re.sub(rf"(?m)^{lid} .*\n", "", t, count=1)),
+         f"switch {sw3['guid']} has no entry for LID {lid} ({host['name']}) and 0 more; "
+         f"expected one for each of the 250 LIDs in guids.json"),
+        (in_sw3(lambda t: re.sub(rf"(?m)^{lid} \d+", f"{lid} 255", t, count=1)),
+         f"switch {sw3['guid']} LID {lid} -> port 255 (no port); expected a port 0..11"),
+        (in_sw3(lambda t: t.replace("\n0x0001 ", "\n0x0fff 005 # stray\n0x0001 ", 1)),
+         f"switch {sw3['guid']} LID 0x0fff belongs to no port of this fabric"),
+    ]
+    for k, (edit, needle) in enumerate(cases):
+        d = _edited_copy(sf5, tmp_path / f"lft-{k}", "ib/lfts.dump", edit)
+        for cmd in (("ib", "apply"), ("verify",)):
+            assert needle in _one_line_exit_2(capsys, *cmd, str(d)), (cmd, needle)
+    assert _ours() == []
+
+
 def test_lmc_the_lid_space_cannot_hold_is_bad_input(tmp_path_factory, capsys):
     """Slim Fly q=7: 98 switches, 588 HCAs; LMC 7 needs 588 x 128 LIDs > 0xBFFF."""
     d = _ib_export(tmp_path_factory, "slimfly:q=7", "sf7", "min")

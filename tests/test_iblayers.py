@@ -164,6 +164,22 @@ def test_too_many_sls_is_a_clear_error():
         assign_sls(build_layers(ts, 0), max_sls=2)
 
 
+def test_max_sls_is_exact():
+    """DSN-F n = 64 needs exactly 4 SLs: max_sls=4 gives SLs 0..3, max_sls=3 is refused (and
+    at LMC 0 the error does not ask for a lower LMC)."""
+    ts = build_tables(build("dsnf:n=64"), "dsnf")
+    layers = assign_sls(build_layers(ts, 0), max_sls=4)
+    assert layers.num_sls == 4 and int(layers.sl.max()) == 3
+    with pytest.raises(IbError, match=r"more than 3 SLs needed") as e:
+        assign_sls(build_layers(ts, 0), max_sls=3)
+    assert "lower the LMC" not in str(e.value) and "LMC 0 cannot be lowered" in str(e.value)
+    # with LMC > 0 fewer layers can help: Dragonfly VAL at LMC 2 needs exactly 3 SLs
+    df = build_tables(build("dragonfly:p=2,a=4,h=2"), "val")
+    assert assign_sls(build_layers(df, 2), max_sls=3).num_sls == 3
+    with pytest.raises(IbError, match=r"more than 2 SLs needed.*; lower the LMC$"):
+        assign_sls(build_layers(df, 2), max_sls=2)
+
+
 # ---------------------------------------------------------------------------------------------
 # the exported files say exactly what the layers say
 # ---------------------------------------------------------------------------------------------
@@ -279,3 +295,179 @@ def test_ib_layers_rejects_before_writing(tmp_path):
     ts = build_tables(build("dsnf:n=32"), "dsnf")
     with pytest.raises(ExportError, match="expected 0..7"):
         ib_layers(ts, 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# fabroute verify DIR proves the exported files themselves
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sf5_export(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ibv") / "sf5"
+    assert main(["ib", "export", "slimfly:q=5", "--routing", "val-3h", "--lmc", "2",
+                 "--out", str(out)]) == 0
+    return out
+
+
+def _edited(src, dst, name, edit):
+    import shutil
+
+    shutil.copytree(src, dst)
+    text = (dst / name).read_text()
+    new = edit(text)
+    assert new != text, "the edit changed nothing"
+    (dst / name).write_text(new)
+    return dst
+
+
+def _verify(capsys, d, *extra):
+    code = main(["verify", str(d), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_verify_walks_the_unmodified_files(sf5_export, capsys):
+    capsys.readouterr()
+    code, out, err = _verify(capsys, sf5_export, "--json")
+    assert code == 0, err
+    ib = json.loads(out)["ib"]
+    assert ib["ok"] and ib["source"] == "files" and ib["errors"] == []
+    # every (HCA, other HCA, offset) and (HCA, switch) packet: 200 x (199 x 4 + 50)
+    assert ib["paths"] == 200 * (199 * 4 + 50)
+    assert ib["tables"] == {"lft_entries": 50 * (50 + 200 * 4), "lft_mismatches": 0}
+    assert [lay["kind"] for lay in ib["layers"]] == ["min"] + ["val-3h"] * 3
+    assert [lay["max_hops"] for lay in ib["layers"]] == [2, 3, 3, 3]
+    assert all(sum(lay["hist"].values()) == 200 * 199 for lay in ib["layers"])
+    assert (ib["sls_used"], ib["vls_used"], ib["vl_max"]) == (2, 3, 2)
+    code, out, _ = _verify(capsys, sf5_export)
+    assert code == 0 and "(HCA, LID) paths walked; LFTs equal the table set's layers" in out
+
+
+def _cycle_is_real(guids: dict, text: str) -> list[int]:
+    """The VLs of a printed cycle ``u:port(vlX) -> ...``, after checking that each channel
+    leads to the switch of the next one, the last back to the first."""
+    chans = [(int(u), int(p), int(v)) for u, p, v in re.findall(r"(\d+):(\d+)\(vl(\d+)\)", text)]
+    assert len(chans) >= 2
+    wire = {(s["id"], q["port"]): q.get("switch") for s in guids["switches"] for q in s["ports"]}
+    for (u, p, _), (w, _, _) in zip(chans, chans[1:] + chans[:1]):
+        assert wire[u, p] == w
+    return sorted({v for _, _, v in chans})
+
+
+def test_verify_rejects_the_sl2vl_edit_with_its_cycle(sf5_export, tmp_path, capsys):
+    """The audit's repro: SL 1 mapped to VL 1 instead of 2 on every switch-to-switch row."""
+    d = _edited(sf5_export, tmp_path / "sl2vl", "sl2vl.dump",
+                lambda t: re.sub(r"(?m)^([0-9]+ +[0-9]+ +:) 1  2 ", r"\1 1  1 ", t))
+    code, out, err = _verify(capsys, d)
+    assert code == 1 and "InfiniBand (LMC 2): FAILED" in out
+    [line] = [l for l in err.splitlines() if "cycle" in l]
+    assert line.startswith("verify (InfiniBand files): IB channel dependency graph of the files "
+                           "has a cycle of")
+    guids = json.loads((d / "guids.json").read_text())
+    assert _cycle_is_real(guids, line) == [1]
+    # the tables alone (what verify used to recompute) are still fine
+    code, out, _ = _verify(capsys, d, "--json")
+    rep = json.loads(out)
+    assert code == 1 and rep["ok"] and not rep["ib"]["ok"]
+    assert rep["ib"]["tables"]["lft_mismatches"] == 0
+
+
+def test_verify_rejects_an_lft_loop_with_the_path(sf5_export, tmp_path, capsys):
+    """Switch v sends one host LID back to the switch u that routes it through v."""
+    g = json.loads((sf5_export / "guids.json").read_text())
+    sw = {s["id"]: s for s in g["switches"]}
+    host = next(h for h in g["hosts"] if h["switch"] == 7)
+    lid = f"0x{host['lid']:04x}"
+
+    def port_at(text, s, lid):
+        sec = text.split(f" guid {sw[s]['guid']} ", 1)[1]
+        return int(re.search(rf"(?m)^{lid} (\d+)", sec).group(1))
+
+    text = (sf5_export / "lfts.dump").read_text()
+    v = next(q["switch"] for q in sw[0]["ports"] if q["port"] == port_at(text, 0, lid))
+    back = next(q["port"] for q in sw[v]["ports"] if q.get("switch") == 0)
+
+    def edit(t):
+        head, sec = t.split(f" guid {sw[v]['guid']} ", 1)
+        sec = re.sub(rf"(?m)^{lid} \d+", f"{lid} {back:03d}", sec, count=1)
+        return head + f" guid {sw[v]['guid']} " + sec
+
+    d = _edited(sf5_export, tmp_path / "loop", "lfts.dump", edit)
+    code, _, err = _verify(capsys, d)
+    assert code == 1
+    loop = next(l for l in err.splitlines() if "paths loop" in l)
+    # host 0 sits on switch 0: its packet enters there on VL 0, bounces off v, meets 0 again
+    assert loop.endswith(f"paths loop, e.g. {g['hosts'][0]['name']} -> LID {lid} = "
+                         f"{host['name']} offset 0 (min), SL 0: 0:{port_at(text, 0, lid)}(vl0) "
+                         f"-> {v}:{back}(vl1) -> 0 again: a loop")
+    assert any(f"switch {v} LID {lid} (offset 0, min): port {back} in the file" in l
+               for l in err.splitlines())
+    # source HCAs one per SL block find the same: the first failure is kept across blocks
+    from tablegen import ib_apply
+    from tablegen.cli import load_table_set
+    from tablegen.iblayers import verify_ib_files
+
+    ts, files = load_table_set(d), ib_apply.load_table_set(d)
+    whole, split = verify_ib_files(files, ts), verify_ib_files(files, ts, block_cells=1)
+    assert not whole["ok"] and len(whole["errors"]) == 3
+    for key in ("errors", "layers", "switch_lids", "cdg", "paths"):
+        assert split[key] == whole[key], key
+
+
+@pytest.mark.parametrize("name,edit,needle", [
+    # every path on SL 0: the switch-to-switch hops share VL 1 and deadlock
+    ("path-sl.txt", lambda t: "* * * 0\n" + t, "has a cycle of"),
+    # SL 0 dropped on every switch's host-to-switch rows
+    ("sl2vl.dump", lambda t: re.sub(r"(?m)^(1 +\d+ +:) 0 ", r"\1 15", t),
+     "paths meet VL 15 (drop), e.g."),
+])
+def test_verify_reads_path_sls_and_drops_from_the_files(sf5_export, tmp_path, capsys, name,
+                                                         edit, needle):
+    d = _edited(sf5_export, tmp_path / "e", name, edit)
+    code, _, err = _verify(capsys, d)
+    assert code == 1 and needle in err, err
+
+
+def test_verify_enforces_each_offsets_hop_bound_from_the_tables(sf5_export):
+    """The bound comes from the table set, not from the files: a VAL_3h class bounded to 2
+    hops makes the (unchanged) 3-hop paths of offsets 1-3 fail."""
+    import dataclasses
+
+    from tablegen import ib_apply
+    from tablegen.cli import load_table_set
+    from tablegen.iblayers import verify_ib_files
+
+    ts = load_table_set(sf5_export)
+    files = ib_apply.load_table_set(sf5_export)
+    three = sum(lay["hist"].get("3", 0) for lay in verify_ib_files(files, ts)["layers"])
+    ts.classes = [dataclasses.replace(c, max_hops=2) for c in ts.classes]
+    rep = verify_ib_files(files, ts)
+    [err] = rep["errors"]
+    assert three > 0 and err.startswith(f"{three} (HCA, LID) paths exceed their LID offset's "
+                                        f"hop bound, e.g. ")
+    assert re.search(r"offset [123] \(val-3h\), SL \d: .* \(3 hops; the bound is 2\)$", err)
+
+
+def test_verify_lmc_or_seed_other_than_the_files_is_bad_input(sf5_export, capsys):
+    for flag, value in (("--lmc", "1"), ("--seed", "2")):
+        code, out, err = _verify(capsys, sf5_export, flag, value)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert f"{flag} {value}, but the InfiniBand files" in err
+
+
+def test_verify_checks_the_ib_files_of_a_tables_directory(tmp_path, capsys):
+    """`fabroute tables` puts the files in DIR/ib: VL 0 on every hop (SL 0 entering from a
+    switch edited from VL 1 to 0) lets Slim Fly MIN's 2-hop paths close a cycle on VL 0."""
+    out = tmp_path / "t"
+    assert main(["tables", "slimfly:q=5", "--routing", "min", "--formats", "json,ib",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert _verify(capsys, out)[0] == 0
+    f = out / "ib" / "sl2vl.dump"
+    text = f.read_text()
+    f.write_text(re.sub(r"(?m)^((?:[5-9]|1[01]) +\d+ +:) 1 ", r"\1 0 ", text))
+    code, out_text, err = _verify(capsys, out)
+    assert code == 1 and f"from the files in {out / 'ib'}" in out_text
+    [line] = err.splitlines()
+    assert line.startswith("verify (InfiniBand files): IB channel dependency graph of the files "
+                           "has a cycle of")
+    assert _cycle_is_real(json.loads((out / "ib" / "guids.json").read_text()), line) == [0]

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -199,3 +201,21 @@ def test_torus_dor_uses_three_dateline_vcs():
 
     rep = verify(build_tables(build_torus(8, 8), "min"))
     assert rep.ok and rep.vcs_used == 3 and rep.classes["min"]["max_hops"] == 8
+
+
+def test_verify_checks_min_against_the_graph_not_the_tables(sf5):
+    """A MIN table that takes a detour is rejected although it delivers, is loop-free and
+    stays within a bound the tables themselves would give (Hoffman-Singleton: 0 -> m -> y ->
+    d for a d at distance 2 from 0, m a neighbour of 0 off the shortest path)."""
+    ts = build_tables(sf5, "min")
+    assert verify(ts).ok
+    t, adj = ts.tables["min"], sf5.adj
+    dist = distance_matrix(sf5)
+    d = int(np.flatnonzero(dist[0] == 2)[0])
+    j = next(j for j in range(adj.shape[1]) if adj[0, j] >= 0 and j != t[0, d])
+    t[0, d] = j
+    ts.classes = [dataclasses.replace(ts.classes[0], max_hops=3)]
+    rep = verify(ts)
+    assert not rep.ok and len(rep.errors) == 1
+    assert rep.errors[0].startswith(f"class min: 1 table paths are not shortest, e.g. 0 -> {d} "
+                                    "takes 3 hops, the topology 2")
