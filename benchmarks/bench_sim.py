@@ -6,7 +6,8 @@ Numba cache) is not timed.
 
     .venv/bin/python benchmarks/bench_sim.py [--spec dragonfly:p=4,a=8,h=4] [--routing min]
         [--traffic uniform] [--load 0.5] [--speedup 2] [--measure 2000]
-        [--allocator rr|islip] [--islip-iterations 1]
+        [--allocator rr|islip] [--islip-iterations 1] [--router-delay 1] [--credit-latency 0]
+        [--warmup-periods 2] [--flow-control vct|wormhole]
 
 Also times the analytic throughput bound (``simulator.bound.throughput_bound``) of the same
 routing and traffic (``bound_s``; Numba cache warm).
@@ -42,14 +43,19 @@ def main(argv=None) -> dict:
     ap.add_argument("--warmup", type=int, default=1000)
     ap.add_argument("--allocator", default="rr", choices=("rr", "islip"))
     ap.add_argument("--islip-iterations", type=int, default=1)
+    ap.add_argument("--router-delay", type=int, default=1)
+    ap.add_argument("--credit-latency", type=int, default=0)
+    ap.add_argument("--warmup-periods", type=int, default=2)
+    ap.add_argument("--flow-control", default="vct", choices=("vct", "wormhole"))
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     topo = build(a.spec)
     ts, over = tables_for(topo, a.routing)
     t_tables = time.perf_counter() - t0
     cfg = SimConfig(speedup=a.speedup, measure_cycles=a.measure, warmup_cycles=a.warmup,
-                    warmup_max_periods=2, allocator=a.allocator,
-                    islip_iterations=a.islip_iterations, **over)
+                    warmup_max_periods=a.warmup_periods, allocator=a.allocator,
+                    islip_iterations=a.islip_iterations, router_delay=a.router_delay,
+                    credit_latency=a.credit_latency, flow_control=a.flow_control, **over)
     simulate(ts, cfg.replace(warmup_cycles=50, measure_cycles=50, warmup_max_periods=1),
              a.traffic, a.load, 1)  # compile / load cache
     t0 = time.perf_counter()
