@@ -11,10 +11,12 @@ Formats (``docs/formats.md`` specifies every file, its schema and the address pl
 * ``openflow`` — OpenFlow 1.3 for Open vSwitch: ``openflow/s<id>.flows`` (and
   ``s<id>.groups`` for routings with a source choice) per switch, ``openflow/manifest.json``.
 
-Every text format is a Jinja2 template of the ``fabroute_templates`` package.  The two bulk
-formats (LFTs, SL2VL) render each distinct line once through a template macro and assemble
-the per-switch bodies with NumPy: an LFT has one line per (switch, LID), 38M lines for a
-2064-router Dragonfly, far beyond what a template loop renders in seconds.
+Every text format is a Jinja2 template of the ``fabroute_templates`` package.  The bulk
+ones (LFTs, SL2VL, the ibsim fabric, OpenFlow entries) define each kind of line as a macro;
+it is rendered once per export with a marker in place of each field, and compiled code fills
+in the fields of every line (:class:`_RowFormats`): an LFT has one line per (switch, LID),
+38M lines for a 2064-router Dragonfly, and a Slim Fly q = 19 VAL has 8M OpenFlow entries,
+far beyond what a template loop renders in seconds.
 
 Every file is written to ``<name>.tmp-<pid>`` and renamed over ``<name>`` (``os.replace``), so
 a reader never sees a half-written file; all checks that can reject a table set run before the
@@ -47,6 +49,7 @@ from pathlib import Path
 
 import jinja2
 import numpy as np
+from numba import njit, uint64
 
 from . import openflow as of
 from .tables import PathClass, TableSet
@@ -103,7 +106,8 @@ def _tmp_name(path: Path) -> Path:
 
 def _atomic_write(path: Path, chunks: Chunks | bytes | str) -> str:
     """Write ``chunks`` to ``path`` via ``<name>.tmp-<pid>`` + ``os.replace``; on any error the
-    temporary file is removed and ``path`` is left as it was."""
+    temporary file is removed and ``path`` is left as it was.  Each chunk is written before
+    the next is asked for: producers reuse their buffers."""
     path = Path(path)
     tmp = _tmp_name(path)
     if isinstance(chunks, (bytes, str)):
@@ -141,6 +145,174 @@ def _rendered(tmpl: jinja2.Template, **kw) -> Chunks:
 def _json_chunks(obj) -> Chunks:
     # no indent: only the compact form goes through json's C encoder (10x faster)
     return (json.dumps(obj, separators=(",", ":")), "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# bulk rows: a template macro rendered once, its fields filled in compiled code
+# ---------------------------------------------------------------------------------------------
+_DEC, _HEX, _TEXT = 0, 1, 2     # field kinds: decimal, hex digits, index into a string table
+_MARK = "\x00"                  # stands for a field in a rendered macro; no format has NUL
+_DIGITS = {_DEC: 19, _HEX: 16}  # most digits of a non-negative int64
+
+
+def _fields(count: int) -> list[str]:
+    """Markers for the arguments ``0 .. count - 1`` of a macro."""
+    return [_MARK + chr(0x41 + i) for i in range(count)]
+
+
+class _RowFormats:
+    """Row formats for :func:`_fill_rows`: each is a template macro's text rendered with
+    :func:`_fields` markers as some of its arguments, so the templates keep defining every
+    line while compiled code writes millions of them (Jinja renders ~10^5 lines a second).
+    ``strings`` is the table the :data:`_TEXT` fields index."""
+
+    def __init__(self, strings: list[str]):
+        self._consts: list[str] = []
+        self._formats: list[tuple[list[tuple[int, int]], list[tuple[int, int, int]]]] = []
+        self._pos = 0
+        data = "".join(strings).encode("ascii")
+        self.s_buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
+        self.s_off = np.zeros(len(strings) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in strings], out=self.s_off[1:])
+        self._text_width = max((len(s) for s in strings), default=0)
+        self._out = np.empty(0, dtype=np.uint8)
+
+    def add(self, text, kinds: list) -> int:
+        """Register ``text`` (a rendered macro); ``kinds[i]``, the kind of field ``i``, may be
+        ``(kind, w)`` for numbers zero-padded to ``w`` digits.  Returns the format id."""
+        first, *rest = str(text).split(_MARK)
+        pieces, fields = [self._const(first)], []
+        for part in rest:
+            arg = ord(part[0]) - 0x41
+            kind, width = kinds[arg] if isinstance(kinds[arg], tuple) else (kinds[arg], 1)
+            fields.append((arg, kind, width))
+            pieces.append(self._const(part[1:]))
+        self._formats.append((pieces, fields))
+        return len(self._formats) - 1
+
+    def _const(self, s: str) -> tuple[int, int]:
+        self._consts.append(s)
+        self._pos += len(s)
+        return self._pos - len(s), len(s)
+
+    def compile(self) -> None:
+        """Freeze the formats into the arrays :func:`_fill_rows` takes."""
+        nf, F = len(self._formats), max(len(f) for _, f in self._formats)
+        self.p_start = np.zeros((nf, F + 1), dtype=np.int64)
+        self.p_len = np.zeros((nf, F + 1), dtype=np.int64)
+        self.field = np.zeros((nf, max(F, 1), 3), dtype=np.int64)     # argument, kind, width
+        self.nf = np.array([len(f) for _, f in self._formats], dtype=np.int64)
+        self.bound = np.zeros(nf, dtype=np.int64)      # longest row of each format
+        for i, (pieces, fields) in enumerate(self._formats):
+            self.p_start[i, :len(pieces)], self.p_len[i, :len(pieces)] = zip(*pieces)
+            if fields:
+                self.field[i, :len(fields)] = fields
+            self.bound[i] = sum(n for _, n in pieces) + sum(
+                max(w, _DIGITS[kind]) if kind != _TEXT else self._text_width
+                for _, kind, w in fields)
+        self.consts = np.frombuffer("".join(self._consts).encode("ascii"), dtype=np.uint8)
+
+    def fill(self, fmt: np.ndarray, vals: np.ndarray, at: int = -1):
+        """The text of rows ``fmt[i]`` with arguments ``vals[i]``: ``(bytes, end of row i,
+        where argument at of row i starts)``.  The bytes are a view of a buffer the next
+        call overwrites (growing it would page-fault fresh memory, slow in VMs)."""
+        need = int(self.bound[fmt].sum())
+        if len(self._out) < need:
+            self._out = np.empty(need, dtype=np.uint8)
+        ends = np.empty(len(fmt), dtype=np.int64)
+        starts = np.empty(len(fmt) if at >= 0 else 0, dtype=np.int64)
+        used = _fill_rows(fmt, vals, self.p_start, self.p_len, self.field, self.nf,
+                          self.consts, self.s_buf, self.s_off, self._out, ends, at, starts)
+        return self._out[:used], ends, starts
+
+
+@njit(cache=True)
+def _fill_rows(fmt, vals, p_start, p_len, field, nf, consts, s_buf, s_off, out, ends, at,
+               starts):
+    """Write row ``i``: the constant pieces of format ``fmt[i]`` with its fields between them
+    (argument ``vals[i, arg]``, non-negative, as :data:`_DEC`, :data:`_HEX` or
+    :data:`_TEXT`).  Returns the bytes written; ``ends[i]`` is where row ``i`` ends,
+    ``starts[i]`` where its argument ``at`` starts.  Positions are unsigned: with signed
+    ones every store checks for a negative index, 2.5x slower."""
+    pos = uint64(0)
+    for i in range(fmt.shape[0]):
+        f = fmt[i]
+        for k in range(nf[f] + 1):
+            a, n = uint64(p_start[f, k]), uint64(p_len[f, k])
+            for c in range(n):
+                out[pos + c] = consts[a + c]
+            pos += n
+            if k == nf[f]:
+                break
+            arg, kind, width = field[f, k, 0], field[f, k, 1], field[f, k, 2]
+            if arg == at:
+                starts[i] = pos
+            v = vals[i, arg]
+            if kind == 2:
+                a, n = uint64(s_off[v]), uint64(s_off[v + 1] - s_off[v])
+                for c in range(n):
+                    out[pos + c] = s_buf[a + c]
+                pos += n
+                continue
+            n, w = uint64(1), v // 10 if kind == 0 else v >> 4
+            while w:
+                n, w = n + uint64(1), w // 10 if kind == 0 else w >> 4
+            n = max(n, uint64(width))
+            last = pos + n - uint64(1)
+            if kind == 0:
+                for c in range(n):
+                    q = v // 10
+                    out[last - c] = 48 + v - 10 * q
+                    v = q
+            else:
+                for c in range(n):
+                    d = v & 15
+                    out[last - c] = 48 + d if d < 10 else 87 + d
+                    v >>= 4
+            pos += n
+        ends[i] = pos
+    return pos
+
+
+def _interleave(rows: _RowFormats, blocks, u0: int, u1: int, split: int = 0):
+    """Format ``blocks`` of rows of switches ``u0 .. u1 - 1`` so that each switch's rows come
+    together, block by block.  A block is the switch of each of its rows (ascending), the
+    format id(s) and the argument columns.  Returns the text (a view of ``rows``' buffer, see
+    :meth:`_RowFormats.fill`), where each switch's part starts and where its rows of the
+    first ``split`` blocks end."""
+    U = u1 - u0
+    counts = np.stack([np.bincount(sw - u0, minlength=U) for sw, _, _ in blocks])
+    start = np.zeros(U + 1, dtype=np.int64)
+    np.cumsum(counts.sum(axis=0), out=start[1:])
+    before = np.cumsum(counts, axis=0) - counts
+    fmt = np.empty(start[-1], dtype=np.int64)
+    vals = np.zeros((start[-1], max(len(cols) for _, _, cols in blocks)), dtype=np.int64)
+    for k, (sw, f, cols) in enumerate(blocks):
+        s = sw - u0
+        first = np.cumsum(counts[k]) - counts[k]
+        pos = start[s] + before[k, s] + np.arange(len(s)) - first[s]
+        fmt[pos] = f
+        for i, col in enumerate(cols):
+            vals[pos, i] = col
+    buf, ends, _ = rows.fill(fmt, vals)
+    at = np.concatenate([[0], ends])
+    return buf, at[start], at[start[:-1] + counts[:split].sum(axis=0)]
+
+
+@njit(cache=True)
+def _put_decimal(body, at, values, width):
+    """Write ``values[i]`` as ``width`` decimal digits (zero-padded) at ``body[at[i]:]``."""
+    for i in range(at.shape[0]):
+        v = uint64(values[i])
+        for c in range(width - 1, -1, -1):
+            body[uint64(at[i] + c)] = 48 + v % uint64(10)
+            v //= uint64(10)
+
+
+def _around(macro, *args) -> tuple[bytes, bytes]:
+    """``macro(*args, bulk)`` without its last argument: the text before and after it."""
+    head, tail = str(macro(*args, _MARK)).split(_MARK)
+    return head.encode(), tail.encode()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,27 +525,35 @@ def _ibsim_limits(topo: Topology, plan: LidPlan) -> dict:
 def _ibsim_chunks(ts: TableSet, plan: LidPlan, names) -> Chunks:
     topo = ts.topo
     n, r = topo.adj.shape
+    H = topo.n_hosts
     sw_hex, sw_name, hn_hex, _, h_name = names
-    ht = topo.host_table()
-    hcas = [(hn_hex[h], h_name[h], sw_name[s], p, int(plan.host_lid[h]),
-             int(plan.switch_lid[s])) for h, s, p in ht.tolist()]
-    off = topo.host_offset
-    switches = []
-    for s in range(n):
-        hs = int(topo.hosts[s])
-        ports = [(e + 1, h_name[int(off[s]) + e], 1, int(plan.host_lid[int(off[s]) + e]))
-                 for e in range(hs)]
-        for j in np.flatnonzero(topo.adj[s] >= 0).tolist():
-            t = int(topo.adj[s, j])
-            ports.append((hs + 1 + j, sw_name[t], int(topo.hosts[t]) + 1 + int(topo.peer[s, j]),
-                          int(plan.switch_lid[t])))
-        switches.append((sw_hex[s], sw_name[s], hs + r, int(plan.switch_lid[s]), ports))
-    return _rendered(
-        _env().get_template("ibsim.net.j2"), routing=ts.routing, topology=topo.name(),
-        n_switches=n, n_hosts=topo.n_hosts, n_links=len(topo.links), lmc=plan.lmc,
-        switch_base=f"0x{SWITCH_GUID_BASE:016x}", hca_base=f"0x{HCA_GUID_BASE:016x}",
-        hca_stride=f"0x{HCA_GUID_STRIDE:x}", limits=_ibsim_limits(topo, plan), hcas=hcas,
-        switches=switches)
+    m = _macros("ibsim.net.j2")
+    yield str(m.preamble(
+        ts.routing, topo.name(), n, H, len(topo.links), plan.lmc, f"0x{SWITCH_GUID_BASE:016x}",
+        f"0x{HCA_GUID_BASE:016x}", f"0x{HCA_GUID_STRIDE:x}", _ibsim_limits(topo, plan)))
+    rows = _RowFormats(hn_hex + h_name + sw_hex + sw_name)
+    hn, hname, sx, sname = 0, H, 2 * H, 2 * H + n          # where each string list starts
+    D, T = _DEC, _TEXT
+    f = _fields(6)
+    hca = rows.add(m.hca(f[0], f[1], f[2], f[3], f[4], plan.lmc, f[5]), [T, T, T, D, D, D])
+    sw = rows.add(m.switch(*f[:4]), [T, D, T, D])
+    port = rows.add(m.port(*f[:4]), [D, T, D, D])
+    rows.compile()
+    h, hsw, hport = topo.host_table().T
+    # HCAs first: ibsim attaches clients (and the SM) to the first port it parses
+    text, _, _ = rows.fill(np.full(H, hca), np.stack(
+        [hn + h, hname + h, sname + hsw, hport, plan.host_lid, plan.switch_lid[hsw]], axis=1))
+    yield memoryview(text)
+    s = np.arange(n)
+    ns, nj = np.nonzero(topo.adj >= 0)
+    t = topo.adj[ns, nj].astype(np.int64)
+    first = topo.hosts.astype(np.int64) + 1           # port number of network index 0
+    text, _, _ = _interleave(rows, [
+        (s, sw, (sx + s, first + r - 1, sname + s, plan.switch_lid)),
+        (hsw, port, (hport, hname + h, np.ones(H, dtype=np.int64), plan.host_lid)),
+        (ns, port, (first[ns] + nj, sname + t, first[t] + topo.peer[ns, nj],
+                    plan.switch_lid[t]))], 0, n)
+    yield memoryview(text)
 
 
 def _guids_doc(ts: TableSet, plan: LidPlan, names, layers, rep: dict, missing) -> dict:
@@ -458,29 +638,41 @@ def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: b
     m = _macros("lfts.dump.j2")
     all_lids = lft_lids(ts, plan)
     lids, _, _, is_host, who, _ = all_lids
-    # One rendered line per LID with a "PPP" placeholder; every switch shares the text.
-    lines, offs, pos = [], np.empty(len(lids), dtype=np.int64), 0
-    for k, (lid, host, w) in enumerate(zip(lids.tolist(), is_host.tolist(), who.tolist())):
-        if host:
-            line = str(m.entry(lid, "PPP", "Channel Adapter", hp_hex[w], h_name[w], comments))
-        else:
-            line = str(m.entry(lid, "PPP", "Switch", sw_hex[w], sw_name[w], comments))
-        offs[k] = pos + line.index("PPP")
-        pos += len(line)
-        lines.append(line)
-    base = np.frombuffer("".join(lines).encode("ascii"), dtype=np.uint8)
+    # every LID's line once, port 000; per switch only the port digits change
+    rows = _RowFormats(hp_hex + h_name + sw_hex + sw_name)
+    lid, port, guid, name = _fields(4)
+    kinds = [(_HEX, 4), (_DEC, 3), _TEXT, _TEXT]
+    ca = rows.add(m.entry(lid, port, "Channel Adapter", guid, name, comments), kinds)
+    sw = rows.add(m.entry(lid, port, "Switch", guid, name, comments), kinds)
+    rows.compile()
+    H = topo.n_hosts
+    vals = np.stack([lids, np.zeros_like(lids), np.where(is_host, who, 2 * H + who),
+                     np.where(is_host, H + who, 2 * H + n + who)], axis=1)
+    body, _, at = rows.fill(np.where(is_host, ca, sw), vals, at=1)
     footer = str(m.footer(plan.top)).encode()
     kinds = [f"{k}={kind}" for k, kind in enumerate(layers.kinds)]
     yield str(m.preamble(ts.routing, topo.name(), kinds, missing, plan.lmc, comments))
-    # the three digit bytes of every line, and their ASCII text for ports 0..999
-    at = (offs[:, None] + np.arange(3)).ravel()
-    digits = np.array([list(f"{p:03d}".encode()) for p in range(1000)], dtype=np.uint8)
+    _, dst, local, _, _, layer = all_lids
     for u in range(n):
-        body = base.copy()
-        body[at] = digits[lft_row(topo, all_lids, layers, u)].ravel()
+        # the body is rewritten in place: each chunk is written before the next is made
+        _put_ports(body, at, layers.nxt, layer, dst, local, u, int(topo.hosts[u]) + 1)
         yield str(m.header(plan.top, int(plan.switch_lid[u]), sw_hex[u], sw_name[u])).encode()
         yield memoryview(body)
         yield footer
+
+
+@njit(cache=True)
+def _put_ports(body, at, nxt, layer, dst, local, u, first):
+    """Write switch ``u``'s port for LID ``i`` (:func:`lft_row`; ``first`` is the port number
+    of its network port 0) as three decimal digits at ``body[at[i]:]``."""
+    row = nxt[:, u]
+    for i in range(at.shape[0]):
+        d = dst[i]
+        p = uint64(local[i] if d == u else row[layer[i], d] + first)
+        a = uint64(at[i])
+        body[a] = 48 + p // uint64(100)
+        body[a + uint64(1)] = 48 + p // uint64(10) % uint64(10)
+        body[a + uint64(2)] = 48 + p % uint64(10)
 
 
 def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
@@ -491,7 +683,7 @@ def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
     sw_hex, sw_name, _, hp_hex, h_name = names
     m = _macros("sl2vl.dump.j2")
     vl = sl2vl_array(topo, layers.num_sls)
-    vecs, vid = np.unique(vl.reshape(-1, vl.shape[-1]), axis=0, return_inverse=True)
+    vecs, vid = _unique_rows(vl.reshape(-1, vl.shape[-1]))
     vid = vid.reshape(vl.shape[:-1])
     V = len(vecs)
     P = int((topo.hosts.astype(np.int64) + r).max(initial=0))
@@ -511,10 +703,28 @@ def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
         yield str(m.node_header("Switch", sw_hex[s], int(plan.switch_lid[s]), sw_name[s]))
         yield "".join(rowtab[idx].tolist())
         yield foot
-    ca_row = str(m.row(0, 0, [0] * 16)) + foot      # HCAs send on VL 0 whatever the SL
-    for h in range(topo.n_hosts):
-        yield str(m.node_header("Channel Adapter", hp_hex[h], int(plan.host_lid[h]), h_name[h]))
-        yield ca_row
+    # HCAs send on VL 0 whatever the SL
+    rows = _RowFormats(hp_hex + h_name)
+    guid, lid, name = _fields(3)
+    ca = rows.add(str(m.node_header("Channel Adapter", guid, lid, name)) +
+                  str(m.row(0, 0, [0] * 16)) + foot, [_TEXT, _DEC, _TEXT])
+    rows.compile()
+    H = topo.n_hosts
+    h = np.arange(H)
+    text, _, _ = rows.fill(np.full(H, ca), np.stack([h, plan.host_lid, H + h], axis=1))
+    yield memoryview(text)
+
+
+def _unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of the ``uint8[M, 16]`` array ``a`` and each row's index among them
+    (np.unique(axis=0) compares the 16 bytes as a record: 30x slower)."""
+    key = np.ascontiguousarray(a).view(np.uint64)
+    order = np.lexsort(key.T[::-1])
+    k = key[order]
+    new = np.concatenate([[True], (k[1:] != k[:-1]).any(axis=1)])
+    inverse = np.empty(len(a), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return a[order[new]], inverse
 
 
 def path_sl_rows(sl: np.ndarray, src_guids: list[str],
@@ -576,6 +786,9 @@ def _path_sl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
 # ---------------------------------------------------------------------------------------------
 # OpenFlow
 # ---------------------------------------------------------------------------------------------
+OF_CHUNK_ROWS = 1 << 17         # flow entries formatted at a time (about 16 MB of text)
+
+
 def _plan_openflow(ts: TableSet) -> list[_Job]:
     try:
         p = of.plan(ts)
@@ -583,12 +796,13 @@ def _plan_openflow(ts: TableSet) -> list[_Job]:
         raise ExportError(str(e)) from None
     n = ts.topo.n_switches
     width = max(4, len(str(n - 1)))
+    text = _OfText(p, width)
     jobs: list[_Job] = []
     for u in range(n):
         name = f"openflow/s{u:0{width}d}"
-        jobs.append((name + ".flows", lambda u=u: _of_flows(p, u, width)))
+        jobs.append((name + ".flows", lambda u=u: text.flows(u)))
         if p.choice is not None:
-            jobs.append((name + ".groups", lambda u=u: _of_groups(p, u)))
+            jobs.append((name + ".groups", lambda u=u: text.groups(u)))
     jobs.append(("openflow/manifest.json", lambda: _json_chunks(_of_manifest(p, width))))
     return jobs
 
@@ -598,21 +812,230 @@ def export_openflow(ts: TableSet, outdir) -> list[str]:
     return _run_jobs(outdir, _plan_openflow(ts))
 
 
-def _of_groups(p, u: int) -> Chunks:
-    prog = of.program(p, u)
-    return _rendered(_env().get_template("openflow.groups.j2"), sw=u, dpid=f"{prog.dpid:016x}",
-                     routing=p.ts.routing, topology=p.ts.topo.name(),
-                     groups=[(g.note, of.ofctl_group(g)) for g in prog.groups])
+class _OfText:
+    """The ``.flows`` and ``.groups`` files of every switch: the entries and groups of
+    :func:`tablegen.openflow.program` in its order, built as arrays for a chunk of switches
+    at a time (program() makes one Python record per entry: minutes for the 8M entries of a
+    Slim Fly q = 19 VAL).  Files are asked for in switch order; each chunk's text lives until
+    the next chunk is made."""
 
+    def __init__(self, p, width: int):
+        topo = p.ts.topo
+        self.p, self.width = p, width
+        n, H = topo.n_switches, topo.n_hosts
+        self.sw_str, self.grp_str = H, H + n          # where the string table's parts start
+        self.rows = _RowFormats(p.host_mac + p.sw_prefix + p.grp_prefix)
+        tables = {"t_ingress": of.T_INGRESS, "t_choice": of.T_CHOICE, "t_arrive": of.T_ARRIVE,
+                  "t_fwd": of.T_FWD, "t_egress": of.T_EGRESS}
+        m = _env().get_template("openflow.flows.j2").make_module(tables)
+        self.groups_m = _env().get_template("openflow.groups.j2").make_module(tables)
+        self.flows_file = m.file
+        add, a, b, c = self.rows.add, *_fields(3)
+        D, X, T = _DEC, _HEX, _TEXT
+        ing = p.ingress
+        self.f = {
+            "to_host": add(m.to_host(a, b), [T, D]),
+            "tag": add(m.tag(a, ing["pcp"], None if ing["choice"] else
+                             of.OFPVID_PRESENT | ing["vid"]), [D]),
+            "from_switch": add(m.from_switch(a), [D]),
+            "choice_group": add(m.choice_group(), []),
+            "arrive": add(m.arrive(a), [D]),
+            "on_path": add(m.on_path(a, b), [D, T]),
+            "arrive_miss": add(m.arrive_miss(), []),
+            "deliver": add(m.deliver(a, b, c), [D, T, D]),
+            "egress": add(m.egress(a, b, c), [D, D, D]),
+            "egress_back": add(m.egress_back(a, b, c), [D, D, D]),
+        }
+        for leave in (False, True):
+            self.f["to_group", leave] = add(m.to_group(a, b, leave, c), [D, T, D])
+            self.f["to_switch", leave] = add(m.to_switch(a, b, leave, c), [D, T, D])
+            self.f["to_target", leave] = add(m.to_target(a, leave, b), [D, D])
+        self.rows.compile()
+        # buffers of their own: their text is written with the flows'
+        self.bucket_rows, self.choice_rows = _RowFormats([]), _RowFormats([])
+        if p.choice is not None:
+            self.f["bucket"] = self.bucket_rows.add(self.groups_m.bucket(a, b, p.choice.vc_base),
+                                                    [D, D])
+            self.bucket_rows.compile()
+            self.f["choice"] = self.choice_rows.add(m.choice(*_fields(4)), [D, X, X, D])
+            self.choice_rows.compile()
+        self._slots: dict[bytes, tuple[int, np.ndarray]] = {}
+        self._choice_text: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._choice_buf = np.empty(0, dtype=np.uint8)
+        self._chunk: tuple[int, int, dict] = (0, 0, {})
+        r = topo.radix
+        per_switch = (3 * int(topo.hosts.max(initial=0)) + r * (1 + 2 * p.V)
+                      + n * (1 + len(p.phase_tables) + len(p.vid_targets))
+                      + (len(p.on_path[0]) // n if p.on_path else 0))
+        self.chunk = max(1, OF_CHUNK_ROWS // per_switch)
 
-def _of_flows(p, u: int, width: int) -> Chunks:
-    prog = of.program(p, u)
-    return _rendered(
-        _env().get_template("openflow.flows.j2"), sw=u, dpid=f"{prog.dpid:016x}",
-        routing=p.ts.routing, topology=p.ts.topo.name(), vcs=p.V, t_choice=of.T_CHOICE,
-        t_arrive=of.T_ARRIVE, t_fwd=of.T_FWD, t_egress=of.T_EGRESS,
-        groups_file=(f"s{u:0{width}d}.groups" if prog.groups else None),
-        flows=[of.ofctl_flow(f) for f in prog.flows])
+    def flows(self, u: int) -> Chunks:
+        p = self.p
+        head, tail = _around(self.flows_file, u, f"{of.dpid(u):016x}", p.ts.routing,
+                             p.ts.topo.name(), p.V,
+                             f"s{u:0{self.width}d}.groups" if p.choice else None)
+        u0, _, text = self._text(u)
+        buf, start, mid, choice = text["flows"]
+        i = u - u0
+        view = memoryview(buf)
+        return (head, view[start[i]:mid[i]], *self._choice_rows(*choice[i]),
+                view[mid[i]:start[i + 1]], tail)
+
+    def groups(self, u: int) -> Chunks:
+        p = self.p
+        head, tail = _around(self.groups_m.file, u, f"{of.dpid(u):016x}", p.ts.routing,
+                             p.ts.topo.name(), p.choice.name)
+        u0, _, text = self._text(u)
+        buf, start, _ = text["groups"]
+        return head, memoryview(buf)[start[u - u0]:start[u - u0 + 1]], tail
+
+    def _text(self, u: int) -> tuple[int, int, dict]:
+        """The chunk of switches holding ``u``: first and last + 1 switch, and per kind its
+        text (see :meth:`_make`)."""
+        u0, u1, _ = self._chunk
+        if not u0 <= u < u1:
+            u0, u1 = u, min(self.p.ts.topo.n_switches, u + self.chunk)
+            self._chunk = u0, u1, self._make(u0, u1)
+        return self._chunk
+
+    def _make(self, u0: int, u1: int) -> dict:
+        """Text of switches ``u0 .. u1 - 1``: the flows' bytes, where each switch's part
+        starts and where its source-choice entries go, and those entries per switch (layout
+        and VIDs); the groups' bytes and where each switch's part starts."""
+        flows, choice, buckets = self._blocks(u0, u1)
+        text = {"flows": (*_interleave(self.rows, flows, u0, u1, 3), choice)}
+        if buckets:
+            text["groups"] = _interleave(self.bucket_rows, buckets, u0, u1)
+        return text
+
+    def _choice_rows(self, key: bytes | None = None, vid=None) -> tuple:
+        """A switch's source-choice entries: those of the first switch with the same slots
+        (``key``), formatted once, with the VIDs ``vid`` written over theirs — 8M of a Slim
+        Fly q = 19 VAL export's 9M entries.  ``vlan_vid`` values are 0x1000 | VID, VID <=
+        4094: always four digits."""
+        if key is None:
+            return ()
+        if key not in self._choice_text:
+            bits, _ = self._slots[key]
+            S = len(vid) // 2
+            args = np.stack([np.repeat([of.IPPROTO_UDP, of.IPPROTO_TCP], S),
+                             np.tile(np.arange(S), 2), np.full(2 * S, (1 << bits) - 1), vid],
+                            axis=1)
+            text, _, at = self.choice_rows.fill(np.full(2 * S, self.f["choice"]), args, at=3)
+            self._choice_text[key] = text.copy(), at
+        text, at = self._choice_text[key]
+        if len(self._choice_buf) < len(text):
+            self._choice_buf = np.empty(len(text), dtype=np.uint8)
+        out = self._choice_buf[:len(text)]
+        out[:] = text
+        _put_decimal(out, at, vid, 4)
+        return (memoryview(out),)
+
+    def _blocks(self, u0: int, u1: int):
+        """The rows of :func:`tablegen.openflow.program` for switches ``u0 .. u1 - 1``, block
+        by block in its order, but for the source choice's (after the first three blocks):
+        per switch its slot layout and VIDs (:meth:`_choice_rows`); and the groups'
+        buckets."""
+        p, f = self.p, self.f
+        ts, topo = p.ts, p.ts.topo
+        n, G = topo.n_switches, topo.n_groups
+        grp = topo.group.astype(np.int64)
+        pn = topo.hosts.astype(np.int64) + 1          # port number of network index 0
+        sws = np.arange(u0, u1)
+        off = topo.host_offset
+        h = np.arange(off[u0], off[u1])
+        hsw = np.repeat(sws, topo.hosts[u0:u1])
+        hport = h - off[hsw] + 1
+        ns, nj = np.nonzero(topo.adj[u0:u1] >= 0)
+        ns += u0
+        blocks, buckets = [], []
+
+        def put(sw, fmt, *cols):
+            blocks.append((sw, fmt, cols))
+
+        # 0 ingress
+        put(hsw, f["to_host"], h, hport)
+        put(hsw, f["tag"], hport)
+        put(ns, f["from_switch"], pn[ns] + nj)
+        # 1 source choice
+        bk = {}
+        for c in {id(c): c for c in [p.choice, *p.vid_targets] if c is not None}.values():
+            if c is p.choice or c.inter == "switch-3h":
+                bk[c.name] = [of.buckets(p, u, c) for u in range(u0, u1)]
+        choice = [()] * (u1 - u0)
+        if p.choice is not None:
+            choice, (t, w) = self._choice(bk[p.choice.name])
+            put(sws, f["choice_group"])
+            buckets.append((np.repeat(sws, [len(x) for x in t]), f["bucket"],
+                            (np.concatenate(w), of.OFPVID_PRESENT | (1 + np.concatenate(t)))))
+        # 2 phase exit
+        for c in p.vid_targets:
+            if c.exit in ("reach", "on_path"):
+                put(sws, f["arrive"], 1 + (sws if c.target0 == "switch" else grp[sws]))
+            if c.exit == "on_path" and p.on_path is not None:
+                ou, oi, od = p.on_path
+                lo, hi = np.searchsorted(ou, [u0, u1])
+                keep = oi[lo:hi] != ou[lo:hi]
+                put(ou[lo:hi][keep].astype(np.int64), f["on_path"], 1 + oi[lo:hi][keep],
+                    self.sw_str + od[lo:hi][keep])
+        put(sws, f["arrive_miss"])
+        # 3 forwarding
+        for vid in p.deliver_vids:
+            put(hsw, f["deliver"], np.full(len(h), vid), h, hport)
+        for vid, use, maj, er, ec, split, table, leave in p.phase_tables:
+            s, g = np.nonzero(use[u0:u1])
+            s += u0
+            j = maj[s, g]
+            lv = leave[s, j] if leave is not None else np.zeros(len(s), dtype=bool)
+            put(s, np.where(lv, f["to_group", True], f["to_group", False]), np.full(len(s), vid),
+                self.grp_str + g, pn[s] + j)
+            s, d = er[split[u0]:split[u1]], ec[split[u0]:split[u1]]
+            j = table[s, d].astype(np.int64)
+            lv = leave[s, j] if leave is not None else np.zeros(len(s), dtype=bool)
+            put(s, np.where(lv, f["to_switch", True], f["to_switch", False]),
+                np.full(len(s), vid), self.sw_str + d, pn[s] + j)
+        for c in p.vid_targets:
+            if c.inter == "switch-3h":
+                s = np.repeat(sws, [len(b) for b in bk[c.name]])
+                t = np.array([x[0] for b in bk[c.name] for x in b], dtype=np.int64)
+            elif c.target0 == "group":
+                s, t = np.nonzero(np.arange(G)[None, :] != grp[sws][:, None])
+                s += u0
+            else:
+                s, t = np.nonzero(np.arange(n)[None, :] != sws[:, None])
+                s += u0
+            j = ts.tables[c.table0][s, t].astype(np.int64)
+            lv = (np.ones(len(s), dtype=bool) if c.exit == "first_hop" else
+                  ts.exit_port[s, j] if c.exit == "port" else np.zeros(len(s), dtype=bool))
+            put(s, np.where(lv, f["to_target", True], f["to_target", False]), 1 + t, pn[s] + j)
+        # 4 egress: per port and VC, the back-out entry right after (Valiant phase 0 only)
+        V, K = p.V, 2 if p.vid_targets else 1
+        s = np.repeat(ns, V * K)
+        port = np.repeat(pn[ns] + nj, V * K)
+        v = np.tile(np.repeat(np.arange(V), K), len(ns))
+        nv = np.minimum(v + np.repeat(ts.vc_inc[ns, nj].astype(np.int64), V * K), V - 1)
+        back = np.tile(np.arange(K), len(ns) * V) == 1
+        put(s, np.where(back, f["egress_back"], f["egress"]), port, v, nv)
+        return blocks, choice, buckets
+
+    def _choice(self, bks) -> tuple:
+        """Per switch (buckets ``bks``): its source-choice slot layout (the key of
+        ``self._slots``) and VIDs, UDP then TCP; and the buckets' targets and weights."""
+        tw = [np.array(b, dtype=np.int64).reshape(-1, 2) for b in bks]
+        same: dict[bytes, list[int]] = {}
+        for i, x in enumerate(tw):
+            same.setdefault(x[:, 1].tobytes(), []).append(i)
+        choice: list = [None] * len(bks)
+        for key, members in same.items():
+            if key not in self._slots:
+                bits, owner = of.choice_slots(tw[members[0]][:, 1].tolist())
+                self._slots[key] = bits, np.array(owner, dtype=np.int64)
+            owner = self._slots[key][1]
+            t = np.stack([tw[i][:, 0] for i in members])
+            vid = np.tile(of.OFPVID_PRESENT | (1 + t[:, owner]), 2)
+            for k, i in enumerate(members):
+                choice[i] = key, vid[k]
+        return choice, ([x[:, 0] for x in tw], [x[:, 1] for x in tw])
 
 
 def _of_manifest(p, width: int) -> dict:

@@ -229,29 +229,78 @@ def _phase1_seen(ts: TableSet, cls: PathClass) -> tuple[np.ndarray, np.ndarray]:
     topo = ts.topo
     n = topo.n_switches
     t0, t1 = ts.tables[cls.table0], ts.tables[cls.table1]
-    seen1 = np.zeros((n, n), dtype=bool)
-    seen0 = np.zeros((n, n), dtype=bool)
-    u, d = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
-    keep = u != d
-    u, d = u[keep], d[keep]
-    ph = np.zeros(len(u), dtype=bool)
-    for _ in range(4 * n + 4):
-        if not len(u):
-            break
-        seen1[u[ph], d[ph]] = True
-        seen0[u[~ph], d[~ph]] = True
-        j = np.where(ph, t1[u, d], t0[u, d]).astype(np.int64)
-        if (j < 0).any():
-            raise IbError(f"{ts.routing} on {topo.name()}: no {cls.name} entry at switch "
-                          f"{int(u[j < 0][0])} toward {int(d[j < 0][0])}")
-        if cls.exit == "port":
-            ph = ph | ts.exit_port[u, j]
-        u = topo.adj[u, j]
-        more = u != d
-        u, d, ph = u[more], d[more], ph[more]
-    else:
+    by_port = cls.exit == "port"
+    leave = ts.exit_port if by_port else np.zeros((1, 1), dtype=bool)
+    seen = np.zeros((2, n, n), dtype=bool)
+    args = (np.ascontiguousarray(t0.T), np.ascontiguousarray(t1.T), by_port, leave,
+            topo.adj.astype(np.int64), seen)
+    err = np.full(3, -1, dtype=np.int64)
+    if not _walk_phases_once(*args):
+        _walk_phases(*args, err)
+    if err[1] >= 0:
+        raise IbError(f"{ts.routing} on {topo.name()}: no {cls.name} entry at switch "
+                      f"{int(err[2])} toward {int(err[0] % n)}")
+    if err[0] >= 0:
         raise IbError(f"{ts.routing} on {topo.name()}: class {cls.name} loops")
-    return seen1, seen0
+    return np.ascontiguousarray(seen[1].T), np.ascontiguousarray(seen[0].T)
+
+
+@njit(cache=True)
+def _walk_phases_once(t0_t, t1_t, by_port, leave, adj, seen):
+    """``seen`` of :func:`_walk_phases` in O(N^2): where a walk reaches a (phase, switch)
+    an earlier walk to the same destination passed, it goes on as that one did, so it stops.
+    Returns False at the first missing entry or loop (:func:`_walk_phases` then finds the
+    one to report)."""
+    n = t0_t.shape[0]
+    mark = np.empty((2, n), dtype=np.int64)
+    for d in range(n):
+        mark[:] = -1
+        for u in range(n):
+            x, ph = u, 0
+            while x != d:
+                if mark[ph, x] == u:
+                    return False
+                if mark[ph, x] >= 0:
+                    break
+                mark[ph, x] = u
+                seen[ph, d, x] = True
+                j = t1_t[d, x] if ph else t0_t[d, x]
+                if j < 0 or adj[x, j] < 0:
+                    return False
+                if by_port and leave[x, j]:
+                    ph = 1
+                x = adj[x, j]
+    return True
+
+
+@njit(cache=True)
+def _walk_phases(t0_t, t1_t, by_port, leave, adj, seen, err):
+    """Walk every (source, destination) path of a DSN-F-type class (tables destination-major,
+    ``[d, u]``), marking ``seen[phase, d, u]`` at every switch it is processed at.  ``err``:
+    the missing entry of the earliest hop, lowest ``u * N + d`` among them, as ``(path, hop,
+    switch)``; else ``err[0]`` = a path still walking after ``4 N + 4`` hops (a loop)."""
+    n = t0_t.shape[0]
+    for d in range(n):
+        for u in range(n):
+            if u == d:
+                continue
+            x, ph, h = u, 0, 0
+            while x != d:
+                if h == 4 * n + 4:
+                    if err[1] < 0:
+                        err[0] = u * n + d
+                    break
+                seen[ph, d, x] = True
+                j = t1_t[d, x] if ph else t0_t[d, x]
+                if j < 0:
+                    p = u * n + d
+                    if err[1] < 0 or h < err[1] or (h == err[1] and p < err[0]):
+                        err[0], err[1], err[2] = p, h, x
+                    break
+                if by_port and leave[x, j]:
+                    ph = 1
+                x = adj[x, j]
+                h += 1
 
 
 def _close(topo, t1: np.ndarray, trunk: np.ndarray) -> None:
@@ -345,39 +394,80 @@ def _hop_counts(nxt: np.ndarray, adj: np.ndarray) -> tuple[np.ndarray, str]:
     """``int16[L, N, N]`` path lengths of ``nxt`` and, for a missing entry or a loop,
     :func:`walk_layers`'s message (else ``""``) — without its ``P x H`` arrays, which reach
     gigabytes at N = 4096."""
-    hops = np.empty(nxt.shape, dtype=np.int16)
-    err = np.full(5, -1, dtype=np.int64)
-    _walk_hops(nxt, adj, hops, err)
-    k, u, d, step, lp = err.tolist()
+    L, n, _ = nxt.shape
+    hops = np.empty((L, n, n), dtype=np.int16)
+    nxt_t = np.ascontiguousarray(nxt.transpose(0, 2, 1))
+    if _walk_hops_once(nxt_t, adj, hops):
+        return hops, ""
+    err = np.full(4, -1, dtype=np.int64)
+    _walk_hops(nxt_t, adj, hops, err)
+    p, step, lp = err[0], err[1], err[2]
     if step >= 0:
-        return hops, f"layer {k} has no entry at switch {u} toward {d}"
+        return hops, f"layer {p // (n * n)} has no entry at switch {err[3]} toward {p % n}"
     if lp >= 0:
-        n = nxt.shape[1]
         return hops, f"layer {lp // (n * n)} loops from switch {lp // n % n} toward {lp % n}"
     return hops, ""
 
 
 @njit(cache=True)
-def _walk_hops(nxt, adj, hops, err):
-    """Walk every (layer, source, destination) path; ``err`` receives what
-    :func:`walk_layers` reports first: the missing entry of the earliest hop (lowest path
-    among them) as ``(layer, switch, destination, hop)``, else in ``err[4]`` the first path
-    still walking after ``N + 1`` hops (a loop)."""
-    L, n, _ = nxt.shape
+def _walk_hops_once(nxt_t, adj, hops):
+    """The path lengths of :func:`_walk_hops` in O(L N^2): a walk stops at the first switch
+    whose length toward the destination is known and passes it back.  Returns False at the
+    first missing entry or loop (:func:`_walk_hops` then finds the one to report)."""
+    L, n, _ = nxt_t.shape
+    known = np.empty(n, dtype=np.int64)
+    mark = np.empty(n, dtype=np.int64)
+    stack = np.empty(n, dtype=np.int64)
     for k in range(L):
-        for u in range(n):
-            for d in range(n):
+        for d in range(n):
+            row = nxt_t[k, d]
+            known[:] = -1
+            mark[:] = -1
+            known[d] = 0
+            for u in range(n):
+                x, top = u, 0
+                while known[x] < 0:
+                    if mark[x] == u or row[x] < 0 or adj[x, row[x]] < 0:
+                        return False
+                    mark[x] = u
+                    stack[top] = x
+                    top += 1
+                    x = adj[x, row[x]]
+                h = known[x]
+                for i in range(top - 1, -1, -1):
+                    h += 1
+                    known[stack[i]] = h
+            for u in range(n):
+                hops[k, u, d] = known[u]
+    return True
+
+
+@njit(cache=True)
+def _walk_hops(nxt_t, adj, hops, err):
+    """Walk every (layer, source, destination) path of ``nxt_t[k, d, u]`` (destination-major:
+    a destination's walks stay in one cached row).  ``err`` receives what
+    :func:`walk_layers` reports first: the missing entry of the earliest hop, lowest path
+    ``(k * N + u) * N + d`` among them, as ``(path, hop, switch)`` in ``err[0, 1, 3]``; else
+    in ``err[2]`` the lowest path still walking after ``N + 1`` hops (a loop)."""
+    L, n, _ = nxt_t.shape
+    for k in range(L):
+        for d in range(n):
+            row = nxt_t[k, d]
+            for u in range(n):
                 x, h = u, 0
                 while x != d and h <= n:
-                    j = nxt[k, x, d]
+                    j = row[x]
                     if j < 0:
-                        if err[3] < 0 or h < err[3]:
-                            err[0], err[1], err[2], err[3] = k, x, d, h
+                        p = (k * n + u) * n + d
+                        if err[1] < 0 or h < err[1] or (h == err[1] and p < err[0]):
+                            err[0], err[1], err[3] = p, h, x
                         break
                     x = adj[x, j]
                     h += 1
-                if x != d and h > n and err[4] < 0:
-                    err[4] = (k * n + u) * n + d
+                if x != d and h > n:
+                    p = (k * n + u) * n + d
+                    if err[2] < 0 or p < err[2]:
+                        err[2] = p
                 hops[k, u, d] = h
 
 
@@ -389,27 +479,28 @@ def assign_sls(layers: IbLayers, max_sls: int = IB_DATA_VLS - 1) -> IbLayers:
     each VL's channel dependency graph is acyclic (hops from a host use VL 0, which depends
     only on VLs >= 1, so it closes no cycle).
 
-    First fit, longest paths first: a path joins the lowest SL whose dependency graph stays
-    acyclic with the path's dependencies added (a new dependency ``a -> b`` is refused when
-    ``b`` already reaches ``a``).  On the fabrics of the tests this needs fewer SLs than
-    DFSSSP's cycle breaking (Domke et al. 2011), e.g. 4 instead of 6 for DSN-F n = 64 and 2
-    instead of 3 for an 8x8 torus.  Raises :class:`IbError` as soon as a path fits none of
-    the ``max_sls`` SLs.
+    First fit, longest paths first (``layers.hops``; ties in ``(layer, source, destination)``
+    order): a path joins the lowest SL whose dependency graph stays acyclic with the path's
+    dependencies added (a new dependency ``a -> b`` is refused when ``b`` already reaches
+    ``a``).  On the fabrics of the tests this needs fewer SLs than DFSSSP's cycle breaking
+    (Domke et al. 2011), e.g. 4 instead of 6 for DSN-F n = 64 and 2 instead of 3 for an 8x8
+    torus.  Raises :class:`IbError` as soon as a path fits none of the ``max_sls`` SLs: the
+    first fit of a prefix of the paths does not depend on the rest, so stopping there gives
+    the answer of the whole run (DSN-F n = 4096 fails within its first 0.5 % of paths).
 
-    Complexity: O(P H) plus one reachability search per new dependency, O(D) each for D
-    dependencies in the SL's graph; a path whose dependencies another path with the same
-    layer, second switch and destination already placed costs O(H).
+    Complexity: O(P H) plus, per new dependency against an SL's topological order, a search
+    of the channels between its two ends (Pearce and Kelly 2006); a path whose dependencies
+    another path with the same layer, second switch and destination already placed costs
+    O(H).
     """
     topo = layers.ts.topo
-    length = _lengths(topo, layers.nxt)
-    order = np.argsort(-length.ravel(), kind="stable")[:int((length >= 3).sum())]
     L = layers.num_layers
     same = [next(i for i in range(k + 1) if np.array_equal(layers.nxt[i], layers.nxt[k]))
             for k in range(L)]
-    sl = np.zeros(length.size, dtype=np.uint8)
-    bad = _first_fit(layers.nxt, topo.adj.astype(np.int64), order,
-                     np.array(same, dtype=np.int64), max_sls, sl)
-    if bad >= 0:
+    sl = np.zeros(layers.nxt.size, dtype=np.uint8)
+    bad = _first_fit(layers.nxt, layers.hops, topo.adj.astype(np.int64),
+                     topo.peer.astype(np.int64), np.array(same, dtype=np.int64), max_sls, sl)
+    if bad:
         # fewer layers mean fewer dependencies; at LMC 0 there is one layer already
         hint = ("lower the LMC" if layers.lmc else "LMC 0 cannot be lowered: this routing "
                 "does not fit InfiniBand's VLs on this fabric")
@@ -421,80 +512,153 @@ def assign_sls(layers: IbLayers, max_sls: int = IB_DATA_VLS - 1) -> IbLayers:
 
 
 @njit(cache=True)
-def _first_fit(nxt, adj, order, same, max_sls, sl):
-    """SLs of the paths ``order`` (flat ``(layer, source, destination)`` indices) by first
-    fit into ``sl``; returns the first path that fits no SL, or -1.
+def _first_fit(nxt, hops, adj, peer, same, max_sls, sl):
+    """SLs of every path of three or more hops by first fit into ``sl`` (flat ``(layer,
+    source, destination)``), longest first; returns whether some path fits no SL.
 
-    SL ``s``'s graph is ``g[s, a, j]``: channel ``a = u * R + i`` depends on port ``j`` of
-    the switch behind it.  The dependencies of a path are those of its walk from the second
-    switch on, so paths of one layer (``same``: the first identical layer) with the same
-    second switch and destination share them — and their SL: lower SLs refused them once,
-    and graphs only grow."""
+    SL ``s``'s graph is the bit set ``g[s, a]``: bit ``j`` when channel ``a = u * R + i``
+    depends on port ``j`` of the switch behind it; ``rank[s]`` is a topological order of it.
+    Bits and 32-bit ranks keep a search's data in the core's cache (a quarter faster at
+    N = 4096).
+    The dependencies of a path are those of its walk from the second switch on, so paths of
+    one layer (``same``: the first identical layer) with the same second switch and
+    destination share them — and their SL: lower SLs refused them once, and graphs only
+    grow."""
     L, n, _ = nxt.shape
     r = adj.shape[1]
-    g = np.zeros((max_sls, n * r, r), dtype=np.bool_)
+    C = n * r
+    g = np.zeros((max_sls, C, (r + 7) // 8), dtype=np.uint8)
+    rank = np.empty((max_sls, C), dtype=np.int32)
+    for s in range(max_sls):
+        rank[s] = np.arange(C)
+    out = np.full(C, -1, dtype=np.int32)       # first channel of the switch behind a channel
+    into = np.full((n, r), -1, dtype=np.int32)  # the channel entering switch u on port j
+    for u in range(n):
+        for j in range(r):
+            if adj[u, j] >= 0:
+                out[u * r + j] = adj[u, j] * r
+                into[u, j] = adj[u, j] * r + peer[u, j]
     memo = np.full((L, n, n), -1, dtype=np.int8)
     chans = np.empty(n + 1, dtype=np.int64)
     added = np.empty(n + 1, dtype=np.int64)
-    stamp = np.zeros(n * r, dtype=np.int64)
-    stack = np.empty(n * r, dtype=np.int64)
+    seen = np.zeros(C, dtype=np.int64)
+    work = np.empty(C, dtype=np.int32)
+    fwd = np.empty(C, dtype=np.int32)
+    back = np.empty(C, dtype=np.int32)
+    flat = hops.ravel()
     tick = 0
-    for p in order:
-        k, u, d = p // (n * n), p // n % n, p % n
-        m, x = 0, u
-        while x != d:
-            j = nxt[k, x, d]
-            chans[m] = x * r + j
-            m += 1
-            x = adj[x, j]
-        v = chans[1] // r
-        if memo[same[k], v, d] >= 0:
-            sl[p] = memo[same[k], v, d]
-            continue
-        for s in range(max_sls):
-            gs = g[s]
-            na, ok = 0, True
-            for i in range(1, m - 1):
-                a, b = chans[i], chans[i + 1]
-                jb = b % r
-                if gs[a, jb]:
-                    continue
-                tick += 1
-                if a == b or _reaches(gs, adj, b, a, stamp, stack, tick):
-                    ok = False
+    for length in range(flat.max(), 2, -1):
+        for p in range(flat.shape[0]):
+            if flat[p] != length:
+                continue
+            k, x, d = p // (n * n), p // n % n, p % n
+            for m in range(length):
+                j = nxt[k, x, d]
+                chans[m] = x * r + j
+                x = adj[x, j]
+            v = chans[1] // r
+            if memo[same[k], v, d] >= 0:
+                sl[p] = memo[same[k], v, d]
+                continue
+            for s in range(max_sls):
+                na, ok = 0, True
+                for i in range(1, length - 1):
+                    a, j = chans[i], chans[i + 1] % r
+                    if g[s, a, j >> 3] & (1 << (j & 7)):
+                        continue
+                    tick += 1
+                    if chans[i + 1] == a or not _insert(g[s], rank[s], out, into, a, j, seen,
+                                                        tick, work, fwd, back):
+                        ok = False
+                        break
+                    added[na] = i
+                    na += 1
+                if ok:
+                    sl[p] = memo[same[k], v, d] = s
                     break
-                gs[a, jb] = True
-                added[na] = i
-                na += 1
-            if ok:
-                sl[p] = memo[same[k], v, d] = s
-                break
-            for t in range(na):
-                gs[chans[added[t]], chans[added[t] + 1] % r] = False
-        else:
-            return p
-    return -1
+                for t in range(na):       # removing edges keeps the order topological
+                    a, j = chans[added[t]], chans[added[t] + 1] % r
+                    g[s, a, j >> 3] &= ~np.uint8(1 << (j & 7))
+            else:
+                return True
+    return False
 
 
 @njit(cache=True)
-def _reaches(gs, adj, src, dst, stamp, stack, tick):
-    """Whether ``dst`` is reachable from ``src`` in the dependency graph ``gs``; ``stamp``
-    marks the channels seen in this search (``tick``)."""
-    r = adj.shape[1]
-    stack[0], top = src, 1
-    stamp[src] = tick
+def _insert(gs, rank, out, into, a, j, seen, tick, work, fwd, back):
+    """Add the dependency of channel ``a`` on port ``j`` behind it (channel ``b``) to the
+    acyclic graph ``gs`` unless ``b`` reaches ``a`` (then return False).  Keeps ``rank``
+    topological as Pearce and Kelly (2006) do: only when ``rank[b] < rank[a]`` is anything
+    searched — forward from ``b`` and backward from ``a``, within the ranks between — and
+    the channels found take the ranks they held, the backward ones first, each set in its
+    old order."""
+    b = out[a] + j
+    lo, hi = rank[b], rank[a]
+    if lo < hi:
+        nf = _search(gs, rank, out, into, b, hi, True, seen, tick, work, fwd)
+        if nf < 0:
+            return False
+        nb = _search(gs, rank, out, into, a, lo, False, seen, tick, work, back)
+        C = rank.shape[0]
+        kf = np.empty(nf, dtype=np.int64)         # rank and channel in one sortable key
+        for i in range(nf):
+            kf[i] = np.int64(rank[fwd[i]]) * C + fwd[i]
+        kb = np.empty(nb, dtype=np.int64)
+        for i in range(nb):
+            kb[i] = np.int64(rank[back[i]]) * C + back[i]
+        kf.sort()
+        kb.sort()
+        # merge the two rank lists into the free slots; work and fwd hold the new ranks
+        i = f = 0
+        for t in range(nb + nf):
+            if f == nf or (i < nb and kb[i] < kf[f]):
+                slot = kb[i] // C
+                i += 1
+            else:
+                slot = kf[f] // C
+                f += 1
+            x = kb[t] % C if t < nb else kf[t - nb] % C
+            work[t] = x
+            fwd[t] = slot
+        for t in range(nb + nf):
+            rank[work[t]] = fwd[t]
+    gs[a, j >> 3] |= np.uint8(1 << (j & 7))
+    return True
+
+
+@njit(cache=True)
+def _search(gs, rank, out, into, start, bound, forward, seen, tick, work, found):
+    """Channels reachable from ``start`` (forward: along dependencies, ranks below
+    ``bound``; backward: against them, ranks above ``bound``) into ``found``; returns their
+    number, or -1 when a forward search meets the channel ranked ``bound``."""
+    r = into.shape[1]
+    work[0], top, nfound = start, 1, 0
+    seen[start] = tick
     while top:
         top -= 1
-        x = stack[top]
-        if x == dst:
-            return True
-        w = adj[x // r, x % r] * r
-        for j in range(r):
-            if gs[x, j] and stamp[w + j] != tick:
-                stamp[w + j] = tick
-                stack[top] = w + j
-                top += 1
-    return False
+        x = work[top]
+        found[nfound] = x
+        nfound += 1
+        if forward:
+            for j in range(r):
+                if gs[x, j >> 3] & (1 << (j & 7)):
+                    y = out[x] + j
+                    if rank[y] == bound:
+                        return -1
+                    if rank[y] < bound and seen[y] != tick:
+                        seen[y] = tick
+                        work[top] = y
+                        top += 1
+        else:
+            i = x % r
+            for j in range(r):              # the channels into x's switch, one per port
+                y = into[x // r, j]
+                if (y >= 0 and gs[y, i >> 3] & (1 << (i & 7)) and rank[y] > bound
+                        and seen[y] != tick):
+                    seen[y] = tick
+                    work[top] = y
+                    top += 1
+    return nfound
 
 
 def _cycle(g: csr_matrix, label: np.ndarray, comp: int) -> list[tuple[int, int]]:
@@ -577,7 +741,7 @@ def verify_ib(layers: IbLayers, sl2vl: np.ndarray, max_cycle_print: int = 32) ->
     deps = np.zeros((n * r * V, r * V), dtype=bool)
     vl_seen = np.zeros(256, dtype=bool)
     _ib_deps(layers.nxt, adj, topo.peer.astype(np.int64), layers.sl, sl2vl, V, deps, vl_seen)
-    rep["sls_used"] = int(np.unique(layers.sl[:, off]).size) if n > 1 else 0
+    rep["sls_used"] = int(np.count_nonzero(np.bincount(layers.sl[:, off].ravel(), minlength=1)))
     used_vls = np.flatnonzero(vl_seen)
     rep["vls_used"] = int(used_vls.size)
     rep["vl_max"] = int(used_vls.max(initial=0))

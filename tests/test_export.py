@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tablegen import export
+from tablegen import openflow as of
 from tablegen.baselines import build_torus
 from tablegen.dragonfly import build_dragonfly
 from tablegen.dsnf import build_dsnf
@@ -518,6 +520,53 @@ def test_openflow_pipeline_follows_the_tables(root, kind, routing):
     out = exported(kind, routing, root)
     n = ts.topo.n_hosts
     assert simulate_all(ts, out) == n * n - int((ts.topo.hosts ** 2).sum())
+
+
+@pytest.mark.parametrize("kind,routing,chunk_rows", [
+    ("sf5", "min", None), ("sf5", "val", None), ("sf5", "val-nta", 1), ("sf5", "val-3h", None),
+    ("sf5", "ugal-l", 3000), ("df", "min", 1), ("df", "val", None), ("df", "ugal-l", None),
+    ("df", "val-3h", None), ("dsnf", "dsnf", 5000), ("torus", "val", None)])
+def test_openflow_files_are_the_program_entries(tmp_path, monkeypatch, kind, routing,
+                                                chunk_rows):
+    """The files are made in compiled code from arrays; every line must be the ovs-ofctl
+    text of tablegen.openflow.program()'s entry (what the controller installs), in its order,
+    whatever the chunks of switches formatted at a time."""
+    if chunk_rows is not None:
+        monkeypatch.setattr(export, "OF_CHUNK_ROWS", chunk_rows)
+    ts = tables(kind, routing)
+    export_openflow(ts, tmp_path)
+    p = of.plan(ts)
+    for u in range(ts.topo.n_switches):
+        prog = of.program(p, u)
+        lines = (tmp_path / "openflow" / f"s{u:04d}.flows").read_text().splitlines()
+        assert [l for l in lines if not l.startswith("#")] == [of.ofctl_flow(f)
+                                                              for f in prog.flows]
+        if prog.groups:
+            lines = (tmp_path / "openflow" / f"s{u:04d}.groups").read_text().splitlines()
+            assert lines[1:] == [x for g in prog.groups
+                                 for x in (f"# {g.note}", of.ofctl_group(g))]
+
+
+def test_row_formats_write_numbers_and_strings_like_python():
+    rows = export._RowFormats(["", "ab", "xyz"])
+    a, b, c = export._fields(3)
+    f = rows.add(f"<{a}|{b}|{c}|{a}>\n", [export._DEC, (export._HEX, 4), export._TEXT])
+    g = rows.add(f"{b}\n", [export._DEC, export._DEC])
+    rows.compile()
+    rng = np.random.default_rng(1)
+    vals = np.stack([rng.integers(0, 2**63 - 1, 200) >> rng.integers(0, 63, 200),
+                     rng.integers(0, 2**40, 200) >> rng.integers(0, 40, 200),
+                     rng.integers(0, 3, 200)], axis=1)
+    vals[:3] = [[0, 0, 0], [9, 0xFFFF, 1], [2**63 - 1, 0x10000, 2]]
+    fmt = np.where(np.arange(200) % 3, f, g)
+    text, ends, at = rows.fill(fmt, vals, at=1)
+    want = [f"<{x}|{y:04x}|{['', 'ab', 'xyz'][z]}|{x}>\n" if k == f else f"{y}\n"
+            for k, (x, y, z) in zip(fmt.tolist(), vals.tolist())]
+    assert bytes(text).decode() == "".join(want)
+    assert ends.tolist() == np.cumsum([len(w) for w in want]).tolist()
+    starts = (ends - [len(w) for w in want]).tolist()
+    for w, k, y, i, s0 in zip(want, fmt.tolist(), vals[:, 1].tolist(), at.tolist(), starts):
+        assert w[i - s0:].startswith(f"{y:04x}" if k == f else str(y))
 
 
 def test_openflow_ugal_starts_minimal_and_ships_the_valiant_group(root):

@@ -180,6 +180,107 @@ def test_max_sls_is_exact():
         assign_sls(build_layers(df, 2), max_sls=2)
 
 
+def _plain_first_fit(layers, max_sls):
+    """The definition of assign_sls's SLs, spelled out: longest paths first (ties in path
+    order), each on the lowest SL whose dependency graph stays acyclic; None if one fits
+    none."""
+    chans, _ = walk_layers(layers.ts.topo, layers.nxt)
+    length = (chans >= 0).sum(axis=1)
+    sl = np.zeros(len(chans), dtype=np.uint8)
+    graphs = [{} for _ in range(max_sls)]
+
+    def reaches(g, a, b):
+        stack, seen = [a], {a}
+        while stack:
+            x = stack.pop()
+            if x == b:
+                return True
+            for y in g.get(x, ()):
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        return False
+
+    for p in np.argsort(-length, kind="stable")[:int((length >= 3).sum())].tolist():
+        hops = chans[p, 1:length[p]].tolist()
+        for s, g in enumerate(graphs):
+            new = [(a, b) for a, b in zip(hops[:-1], hops[1:]) if b not in g.get(a, ())]
+            for a, b in new:
+                g.setdefault(a, set()).add(b)
+            if not any(reaches(g, b, a) for a, b in new):
+                sl[p] = s
+                break
+            for a, b in new:
+                g[a].discard(b)
+        else:
+            return None
+    return sl.reshape(layers.nxt.shape)
+
+
+@pytest.mark.parametrize("spec,routing,lmc,max_sls", [
+    ("slimfly:q=5", "val-3h", 2, 7), ("dragonfly:p=2,a=4,h=2", "val", 2, 7),
+    ("dragonfly:p=2,a=4,h=2", "val", 2, 2), ("dsnf:n=64", "dsnf", 1, 7),
+    ("dsnf:n=64", "dsnf", 0, 3), ("dsnf:n=100", "dsnf", 0, 7), ("dsnf:n=64", "val-3h", 1, 7)])
+def test_sl_first_fit_is_the_plain_one(spec, routing, lmc, max_sls):
+    """assign_sls keeps a topological order per SL (Pearce-Kelly) and stops at the first path
+    that fits no SL; the SLs and the verdict are those of the plain first fit."""
+    layers = build_layers(build_tables(build(spec), routing), lmc)
+    want = _plain_first_fit(layers, max_sls)
+    if want is None:
+        with pytest.raises(IbError, match=f"more than {max_sls} SLs needed"):
+            assign_sls(layers, max_sls=max_sls)
+    else:
+        assert np.array_equal(assign_sls(layers, max_sls=max_sls).sl, want)
+
+
+def test_too_many_sls_is_found_early_on_a_large_fabric():
+    """DSN-F n = 1024 needs more than 7 SLs; the first fit fails within its first 7 % of
+    paths and says so without walking the rest (it used to take ~30 s and a GiB)."""
+    ts = build_tables(build("dsnf:n=1024"), "dsnf")
+    with pytest.raises(IbError, match=r"more than 7 SLs needed.*LMC 0 cannot be lowered"):
+        assign_sls(build_layers(ts, 0))
+
+
+@pytest.mark.parametrize("spec,routing", [("slimfly:q=5", "val"), ("dsnf:n=64", "dsnf")])
+def test_verify_ib_reports_a_broken_walk_like_walk_layers(spec, routing):
+    """verify_ib walks in compiled code; its message for a missing entry or a loop is the one
+    walk_layers raises for the same layers (the earliest hop, then the lowest path)."""
+    ts = build_tables(build(spec), routing)
+    topo = ts.topo
+    n = topo.n_switches
+    rng = np.random.default_rng(3)
+    kinds = set()
+    for trial in range(20):
+        layers = assign_sls(build_layers(ts, 1))
+        for _ in range(3):
+            k, u, d = rng.integers(0, 2), *rng.integers(0, n, 2)
+            if u != d:
+                net = np.flatnonzero(topo.adj[u] >= 0)
+                layers.nxt[k, u, d] = -1 if trial % 2 else rng.choice(net)
+        try:
+            walk_layers(topo, layers.nxt)
+            want = None
+        except IbError as e:
+            want = str(e)
+        rep = verify_ib(layers, sl2vl_array(topo, layers.num_sls))
+        if want is not None:
+            assert rep["errors"] == [want]
+            kinds.add("loops" if "loops" in want else "entry")
+    assert kinds == {"loops", "entry"}
+
+
+def test_dsnf_phase_walk_errors_name_the_switch():
+    ts = build_tables(build("dsnf:n=64"), "dsnf")
+    cls = ts.classes[-1]
+    t0 = ts.tables[cls.table0]
+    u, d = 5, 40
+    while u != d and ts.exit_port[u, t0[u, d]]:      # a phase-0 hop of 5's own walk to 40
+        u = int(ts.topo.adj[u, t0[u, d]])
+    t0[u, d] = -1
+    with pytest.raises(IbError, match=f"no dsnf entry at switch {u} toward {d}"):
+        build_layers(ts, 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # the exported files say exactly what the layers say
 # ---------------------------------------------------------------------------------------------
