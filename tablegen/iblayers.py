@@ -753,10 +753,7 @@ def verify_ib(layers: IbLayers, sl2vl: np.ndarray, max_cycle_print: int = 32) ->
     chan = ins // V
     a = chan * NUM_SLS + ins % V
     b = (adj[chan // r, chan % r] * r + cols // V) * NUM_SLS + cols % V
-    rep["cdg"] = {"dependencies": int(len(a)),
-                  "per_vl": {str(v): int(c) for v, c in
-                             enumerate(np.bincount(a % NUM_SLS, minlength=1)) if c}}
-    cyc = _find_cycle(a, b, n * r * NUM_SLS)
+    rep["cdg"], cyc = _cdg_summary(a, b, n * r * NUM_SLS, NUM_SLS)
     if cyc:
         text = " -> ".join(f"{x // NUM_SLS // r}:"
                            f"{topo.port_number(x // NUM_SLS // r, x // NUM_SLS % r)}"
@@ -1066,10 +1063,7 @@ def verify_ib_files(f, ts: TableSet, max_cycle_print: int = 32,
     # the in-channel's far end is the switch its out-channel leaves
     far = fa.peer_sw[ins // (P1 * V), (ins // V) % P1].astype(np.int64)
     outs = (far * P1 + cols // V) * V + cols % V
-    rep["cdg"] = {"dependencies": int(len(ins)),
-                  "per_vl": {str(v): int(c) for v, c in
-                             enumerate(np.bincount(outs % V, minlength=1)) if c}}
-    cyc = _find_cycle(ins, outs, n * P1 * V)
+    rep["cdg"], cyc = _cdg_summary(ins, outs, n * P1 * V, V)
     if cyc:
         text = " -> ".join(f"{fa.sw_id[x // (P1 * V)]}:{x // V % P1}(vl{x % V})"
                            for x in cyc[:max_cycle_print])
@@ -1119,6 +1113,16 @@ def _path_text(fa: _Files, layers: IbLayers, bound: np.ndarray, h: int, lid: int
     row = len(layers.kinds) if ds >= 0 else k
     tail = f" ({hops} hops; the bound is {bound[row]})" if hops > bound[row] else ""
     return head + " -> ".join(text) + tail
+
+
+def _cdg_summary(a: np.ndarray, b: np.ndarray, n_nodes: int, n_vl: int):
+    """``({"dependencies", "per_vl"}, cycle)`` of an IB channel dependency graph whose nodes
+    are ``channel * n_vl + VL`` and edges ``a -> b``; dependencies count by the VL they
+    leave."""
+    per = np.bincount(a % n_vl, minlength=1)
+    return ({"dependencies": int(len(a)),
+             "per_vl": {str(v): int(c) for v, c in enumerate(per) if c}},
+            _find_cycle(a, b, n_nodes))
 
 
 def _find_cycle(a: np.ndarray, b: np.ndarray, m: int) -> list[int]:
