@@ -277,20 +277,9 @@ def throughput_bound(ts, traffic: str = "uniform", seed: int = 1,
     return res
 
 
-def add_bound_args(parser) -> None:
-    """``--routing`` / ``--traffic`` / ``--seed`` / ``--class`` for a throughput-bound
-    command (the topology SPEC is the caller's positional argument)."""
-    from .config import ROUTINGS
-
-    parser.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
-    parser.add_argument("--traffic", "-t", default="uniform")
-    parser.add_argument("--seed", "-s", type=int, default=1)
-    parser.add_argument("--class", dest="cls", help="bound only this path class")
-
-
 def cmd_bound(args, topo=None) -> dict:
     """The bound for parsed ``args`` (``spec`` or a built ``topo``, and the fields of
-    :func:`add_bound_args`)."""
+    :func:`simulator.cli.add_bound_args`)."""
     from tablegen.spec import build
 
     from .run import tables_for

@@ -44,6 +44,15 @@ def add_parsers(subparsers) -> None:
     s.set_defaults(func=cmd_sweep)
 
 
+def add_bound_args(parser) -> None:
+    """``--routing`` / ``--traffic`` / ``--seed`` / ``--class`` for a throughput-bound
+    command (the topology SPEC is the caller's positional argument)."""
+    parser.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
+    parser.add_argument("--traffic", "-t", default="uniform")
+    parser.add_argument("--seed", "-s", type=int, default=1)
+    parser.add_argument("--class", dest="cls", help="bound only this path class")
+
+
 def _config(path, sets) -> SimConfig:
     """A SimConfig file, or the ``[config]`` of an experiment file, plus ``--set`` keys."""
     cfg = load_experiment(path)[1] if path else SimConfig()

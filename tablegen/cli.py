@@ -15,7 +15,6 @@ import time
 import zipfile
 from pathlib import Path
 
-from .export import FORMATS as EXPORT_FORMATS
 from .topology import Topology, TopologyError
 
 TOPOLOGY_FILE, TABLES_NPZ, REPORT_FILE = "topology.json", "tables.npz", "verify.json"
@@ -195,6 +194,8 @@ def _print_failure(rep) -> None:
 
 
 def cmd_tables(args) -> int:
+    from .export import FORMATS as EXPORT_FORMATS
+
     console = _console()
     formats = tuple(args.formats.split(","))
     unknown = [f for f in formats if f not in EXPORT_FORMATS]
@@ -646,7 +647,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--throughput-bound", action="store_true",
                     help="1 / max channel load of the routing's tables under --traffic")
-    from simulator.bound import add_bound_args
+    from simulator.cli import add_bound_args
 
     add_bound_args(sp)
     sp.set_defaults(func=cmd_analyze)

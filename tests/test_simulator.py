@@ -440,7 +440,8 @@ def test_bound_val_decomposition(spec, traffic):
 
 def test_bound_cli_helpers():
     """add_bound_args / cmd_bound: what `fabroute analyze SPEC --throughput-bound` runs."""
-    from simulator.bound import add_bound_args, cmd_bound
+    from simulator.bound import cmd_bound
+    from simulator.cli import add_bound_args
 
     ap = argparse.ArgumentParser()
     ap.add_argument("spec")
