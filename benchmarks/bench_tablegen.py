@@ -23,11 +23,14 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import resource
 import shutil
 import tempfile
 import time
 from pathlib import Path
+
+from tablegen.forked import cpu_count
 
 CASES = {
     # spec, routings the papers run on that topology
@@ -43,8 +46,8 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _run(name: str, export: bool, out: str, keep: bool, q) -> None:
-    from tablegen.cli import write_table_set
+def _run(name: str, export: bool, out: str, keep: bool, jobs: int, q) -> None:
+    from tablegen.cli import write_routings
     from tablegen.routing import build_tables
     from tablegen.spec import build
     from tablegen.verify import verify
@@ -55,25 +58,33 @@ def _run(name: str, export: bool, out: str, keep: bool, q) -> None:
     topo = build(spec)
     stages.append(("topology", time.perf_counter() - t0))
     with tempfile.TemporaryDirectory(dir=out, prefix="bench_tablegen-") as tmp:
-        for r in routings:
-            t = time.perf_counter()
-            ts = build_tables(topo, r)
-            t1 = time.perf_counter()
-            rep = verify(ts)
-            t2 = time.perf_counter()
-            assert rep.ok, rep.errors
-            stages.append((f"{r}: tables", t1 - t))
-            stages.append((f"{r}: verify", t2 - t1))
-            if export:
-                _, skip = write_table_set(ts, rep, Path(tmp) / r, FORMATS)
-                stages.append((f"{r}: export", time.perf_counter() - t2))
-                skipped.update({f"{r}/{f}": why for f, why in skip.items()})
-                written += _size(Path(tmp) / r)
+        if export:
+            def done(res):
+                nonlocal written
+                assert res["verified"], res
+                d = Path(tmp) / res["routing"]
+                written += _size(d)
                 if not keep:
-                    shutil.rmtree(Path(tmp) / r)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+                    shutil.rmtree(d)
+                sec = res["seconds"]
+                stages.append((f"{res['routing']}: tables+verify", sec["tables_and_verify"]))
+                stages.append((f"{res['routing']}: export", sec["export"]))
+                skipped.update({f"{res['routing']}/{f}": why
+                                for f, why in res["skipped"].items()})
+
+            write_routings(topo, routings, Path(tmp), FORMATS, jobs=jobs, done=done)
+        else:
+            for r in routings:
+                t = time.perf_counter()
+                rep = verify(build_tables(topo, r))
+                assert rep.ok, rep.errors
+                stages.append((f"{r}: tables+verify", time.perf_counter() - t))
+    wall = time.perf_counter() - t0
+    # peak RSS of this process and of the largest forked worker (KiB -> MiB)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     q.put({"case": name, "spec": spec, "routings": routings, "out": out, "keep": keep,
-           "total_s": sum(sec for _, sec in stages), "peak_rss_mib": peak,
+           "jobs": jobs, "total_s": wall, "peak_rss_mib": peak, "worker_peak_rss_mib": child,
            "written_bytes": written, "stages": stages, "skipped": skipped})
 
 
@@ -86,23 +97,34 @@ def main() -> None:
                    help="keep every routing's files until the case ends")
     p.add_argument("--json")
     p.add_argument("--no-export", action="store_true")
+    p.add_argument("--jobs", type=int, default=cpu_count(),
+                   help="worker processes (default: the CPUs available, %(default)s)")
     a = p.parse_args()
     results = []
     for name in a.case or list(CASES):
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
-        proc = ctx.Process(target=_run, args=(name, not a.no_export, a.out, a.keep, q))
+        proc = ctx.Process(target=_run, args=(name, not a.no_export, a.out, a.keep, a.jobs,
+                                                  q))
         proc.start()
-        res = q.get()
+        while True:
+            try:
+                res = q.get(timeout=1)
+                break
+            except queue.Empty:
+                if not proc.is_alive():
+                    raise SystemExit(f"{name}: the benchmark process died "
+                                     f"(exit code {proc.exitcode})") from None
         proc.join()
         results.append(res)
         for stage, sec in res["stages"]:
             print(f"{name:14} {stage:22} {sec:7.2f} s")
         for what, why in res["skipped"].items():
             print(f"{name:14} skipped {what}: {why}")
-        print(f"{name:14} {'TOTAL':22} {res['total_s']:7.2f} s   peak RSS "
-              f"{res['peak_rss_mib']:.0f} MiB   {res['written_bytes'] / 2**30:.2f} GiB "
-              f"written to {a.out}", flush=True)
+        print(f"{name:14} {'TOTAL (wall)':22} {res['total_s']:7.2f} s   peak RSS "
+              f"{res['peak_rss_mib']:.0f} MiB (+ {res['worker_peak_rss_mib']:.0f} MiB per "
+              f"worker, {a.jobs} workers)   {res['written_bytes'] / 2**30:.2f} GiB written "
+              f"to {a.out}", flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
 

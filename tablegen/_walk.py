@@ -33,21 +33,32 @@ def _dest_hist(len1, group, by_group, lmax):
 
 
 @njit(cache=True)
-def walk_all_pairs(adj, t0, t1, two_phase, exit_port, vc_inc, n_vcs, vc_base, max_hops,
-                   deps, hist, vc_seen):
-    """Walk every (s, d) path.  Marks ``deps[in_channel, out_port * V + out_vc]`` and
+def walk_all_pairs(adj, t0_by_dst, t1_by_dst, two_phase, exit_port, vc_inc, n_vcs, vc_base,
+                   max_hops, deps, hist, vc_seen):
+    """Walk every (s, d) path; the tables come transposed (``t[d, u]``: a destination's
+    entries in one cached row).  Marks ``deps[in_channel, out_port * V + out_vc]`` and
     ``vc_seen``, counts path lengths in ``hist``; returns ``(status, switch, destination)``
-    with status 0, :data:`DEAD_END` or :data:`TOO_LONG`."""
+    with status 0, :data:`DEAD_END` or :data:`TOO_LONG`.
+
+    Paths toward one destination merge: once a walk enters a state ``(switch, phase, VC)``
+    an earlier walk toward the same destination passed, the rest of it (its hops, their
+    dependencies and VCs, its length ``rem``) is known, so each state is walked once per
+    destination: O(N^2 P V) for P phases and V VCs instead of O(N^2 L)."""
     n, r = adj.shape
-    for s in range(n):
-        for d in range(n):
+    stamp = np.full((n, 2, n_vcs), -1, dtype=np.int32)   # destination that walked the state
+    rem = np.empty((n, 2, n_vcs), dtype=np.int32)         # its hops to that destination
+    path = np.empty((max_hops + 1, 3), dtype=np.int64)
+    for d in range(n):
+        row0, row1 = t0_by_dst[d], t1_by_dst[d]
+        for s in range(n):
             if s == d:
                 continue
             u, ph, vc, inch, hops = s, 0 if two_phase else 1, vc_base, -1, 0
-            while u != d:
+            while u != d and stamp[u, ph, vc] != d:
                 if hops == max_hops:
                     return TOO_LONG, u, d
-                j = t0[u, d] if ph == 0 else t1[u, d]
+                path[hops, 0], path[hops, 1], path[hops, 2] = u, ph, vc
+                j = row0[u] if ph == 0 else row1[u]
                 if j < 0:
                     return DEAD_END, u, d
                 if ph == 0 and exit_port[u, j]:
@@ -56,7 +67,19 @@ def walk_all_pairs(adj, t0, t1, two_phase, exit_port, vc_inc, n_vcs, vc_base, ma
                     deps[inch, j * n_vcs + vc] = True
                 u, inch, vc = _hop(adj, vc_inc, n_vcs, vc_seen, u, j, vc)
                 hops += 1
-            hist[hops] += 1
+            total = hops
+            if u != d:                     # joined an earlier walk: one more dependency
+                total += rem[u, ph, vc]
+                if total > max_hops:
+                    return TOO_LONG, u, d
+                j = row0[u] if ph == 0 else row1[u]
+                if inch >= 0:
+                    deps[inch, j * n_vcs + vc] = True
+            for k in range(hops):
+                x, p, v = path[k, 0], path[k, 1], path[k, 2]
+                stamp[x, p, v] = d
+                rem[x, p, v] = total - k
+            hist[total] += 1
     return 0, -1, -1
 
 
@@ -68,7 +91,10 @@ def run(ts, c, deps, vc_seen):
     t0 = ts.tables[c.table0] if two else t1
     ep = ts.exit_port if (two and c.exit == "port") else np.zeros(topo.adj.shape, dtype=bool)
     hist = np.zeros(c.max_hops + 1, dtype=np.int64)
-    status, u, d = walk_all_pairs(topo.adj, t0, t1, two, ep, ts.vc_inc.astype(np.int64),
+    t1_by_dst = np.ascontiguousarray(t1.T)
+    t0_by_dst = np.ascontiguousarray(t0.T) if two else t1_by_dst
+    status, u, d = walk_all_pairs(topo.adj, t0_by_dst, t1_by_dst, two, ep,
+                                  ts.vc_inc.astype(np.int64),
                                   ts.num_vcs, c.vc_base, c.max_hops, deps, hist, vc_seen)
     err = None
     if status == DEAD_END:
@@ -322,29 +348,30 @@ def run_3h(ts, c, deps, vc_seen):
 
 
 @njit(cache=True)
-def lengths(adj, table, out):
-    """``out[u, t]`` = hops from u to target switch t following ``table``; returns
-    ``(u, t)`` of an entry that loops or dead-ends, or ``(-1, -1)``.  O(N^2) amortised."""
-    n = table.shape[0]
-    m = table.shape[1]
+def lengths(adj, by_target, out):
+    """``out[t, u]`` = hops from u to target switch t following ``by_target[t, u]`` (a
+    table transposed: one target's entries in one cached row); returns ``(u, t)`` of an
+    entry that loops or dead-ends, or ``(-1, -1)``.  O(N^2) amortised."""
+    m, n = by_target.shape
     stack = np.empty(n + 1, dtype=np.int64)
     for t in range(m):
-        out[:, t] = -1
-        out[t, t] = 0
+        row, hops = by_target[t], out[t]
+        hops[:] = -1
+        hops[t] = 0
         for u in range(n):
             top = 0
             x = u
-            while out[x, t] < 0:
+            while hops[x] < 0:
                 if top > n:
                     return u, t
                 stack[top] = x
                 top += 1
-                j = table[x, t]
+                j = row[x]
                 if j < 0 or adj[x, j] < 0:
                     return x, t
                 x = adj[x, j]
-            base = out[x, t]
+            base = hops[x]
             for k in range(top - 1, -1, -1):
                 base += 1
-                out[stack[k], t] = base
+                hops[stack[k]] = base
     return -1, -1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -167,24 +168,38 @@ def verified_tables(topo: Topology, args, console, cmd: str):
     return None, rep
 
 
-def write_table_set(ts, rep, out: Path, formats, lmc: int = 0,
-                    seed: int = 1) -> tuple[list[str], dict[str, str]]:
+def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
+                    jobs: int = 1) -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole (:func:`_replaced_dir`).  A
     format that cannot express the tables (e.g. InfiniBand when the SLs do not fit the VLs)
-    is skipped and its reason returned; JSON and the NumPy tables are always written."""
+    is skipped and its reason returned; JSON and the NumPy tables are always written.  With
+    ``jobs > 1`` the formats are written by that many forked processes side by side (each
+    format has its own files)."""
     from .export import ExportError, export_all
+    from .forked import run_forked
 
-    with _replaced_dir(out) as tmp:
+    def base():
         ts.save_npz(tmp / TABLES_NPZ)
         (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
-        written, skipped = export_all(ts, tmp, formats=("json",)), {}
-        for fmt in (f for f in formats if f != "json"):
+        return export_all(ts, tmp, formats=("json",)), {}
+
+    def export(fmt):
+        def job():
             try:
-                written.update(export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed))
+                return export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed), {}
             except ExportError as e:
                 shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
-                skipped[fmt] = str(e)
-    files = sorted({f for files in written.values() for f in files} | {TABLES_NPZ, REPORT_FILE})
+                return {}, {fmt: str(e)}
+        return job
+
+    written, skipped = {}, {}
+    with _replaced_dir(out) as tmp:
+        # the formats with the most text first, so that the JSON fills in behind them
+        for w, s in run_forked([*(export(f) for f in formats if f != "json"), base], jobs):
+            written.update(w)
+            skipped.update(s)
+    files = sorted({str(Path(f).relative_to(tmp)) for fs in written.values() for f in fs}
+                   | {TABLES_NPZ, REPORT_FILE})
     return files, skipped
 
 
@@ -193,28 +208,99 @@ def _print_failure(rep) -> None:
         print(f"verify: {e}", file=sys.stderr)
 
 
+def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1):
+    """Build, verify and write one routing (``args.routing``) into ``out``: what a forked
+    worker of ``fabroute tables`` runs.  Returns a JSON-able summary; a table set that fails
+    verification is not written (``verified`` false, its errors listed)."""
+    t0 = time.perf_counter()
+    ts, rep = build_and_verify(topo, args)
+    t1 = time.perf_counter()
+    res = {"out": str(out), "routing": args.routing, "verified": rep.ok,
+           "num_vcs": ts.num_vcs, "classes": rep.classes}
+    if not rep.ok:
+        return dict(res, errors=rep.errors)
+    files, skipped = write_table_set(ts, rep, out, formats, jobs=jobs)
+    return dict(res, files=len(files), skipped=skipped,
+                seconds={"tables_and_verify": round(t1 - t0, 3),
+                         "export": round(time.perf_counter() - t1, 3)})
+
+
+def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None, vcs=None,
+                   jobs: int = 1, done=None) -> list[dict]:
+    """:func:`table_set_job` for each of ``routings`` into ``out / routing``, ``jobs``
+    routings and formats at a time in forked processes (:mod:`tablegen.forked`: once a
+    routing is verified its formats are jobs of their own; a single routing writes ``out``
+    itself).  The minimal tables several routings share are computed once, before the
+    fork.  ``done(summary)`` is called as each routing ends."""
+    from .forked import run_forked
+    from .routing import share_minimal_tables
+
+    if len(routings) == 1:
+        ns = argparse.Namespace(routing=routings[0], nonmin=nonmin, vcs=vcs)
+        res = table_set_job(topo, ns, out, formats, jobs)
+        if done is not None:
+            done(res)
+        return [res]
+    share_minimal_tables(topo, routings)
+    tasks = [functools.partial(table_set_job, topo,
+                               argparse.Namespace(routing=r, nonmin=nonmin, vcs=vcs),
+                               out / r, formats, jobs)
+             for r in routings]
+    return run_forked(tasks, jobs, None if done is None else lambda _i, res: done(res))
+
+
 def cmd_tables(args) -> int:
     from .export import FORMATS as EXPORT_FORMATS
+    from .forked import cpu_count
+    from .routing import check_routing
 
-    console = _console()
     formats = tuple(args.formats.split(","))
     unknown = [f for f in formats if f not in EXPORT_FORMATS]
     if unknown:
         raise UsageError(f"--formats {args.formats}: {', '.join(unknown)} unknown; expected "
                          f"a comma-separated subset of {','.join(EXPORT_FORMATS)}")
+    routings = args.routing.split(",")
+    if len(set(routings)) < len(routings):
+        raise UsageError(f"--routing {args.routing}: a routing is named twice; expected "
+                         "distinct routings")
+    if args.vcs is not None and args.vcs < 1:
+        raise UsageError(f"--vcs {args.vcs}; expected a VC count >= 1")
+    jobs = args.jobs if args.jobs is not None else cpu_count()
+    if jobs < 1:
+        raise UsageError(f"--jobs {jobs}; expected at least 1 worker process")
     check_out_dir(args.out)
     topo = _topology(args.spec)
-    ts, rep = verified_tables(topo, args, console, "tables")
-    if ts is None:
-        return 1
-    with console.status(f"writing {args.formats} into {args.out}…"):
-        files, skipped = write_table_set(ts, rep, Path(args.out), formats)
-    console.log(f"{len(files)} files written into {args.out}")
-    for fmt, why in skipped.items():
-        print(f"tables: {fmt} export skipped: {why}", file=sys.stderr)
-    print(json.dumps({"out": str(args.out), "routing": ts.routing, "num_vcs": ts.num_vcs,
-                      "files": len(files), "skipped": skipped, "classes": rep.classes}))
-    return 0
+    for r in routings:
+        try:
+            check_routing(topo.kind, r, args.nonmin)
+        except TopologyError as e:
+            raise UsageError(f"--routing {r}: {e}") from None
+    console = _console()
+    status = 0
+
+    def done(res):
+        nonlocal status
+        if not res["verified"]:
+            for e in res["errors"]:
+                print(f"verify: {e}", file=sys.stderr)
+            print(f"tables: {res['routing']} on {topo.name()} failed verification; nothing "
+                  f"written into {res['out']}", file=sys.stderr)
+            status = 1
+        else:
+            console.log(f"{res['routing']}: {res['files']} files written into {res['out']} "
+                        f"(tables + verify {res['seconds']['tables_and_verify']:.2f} s, "
+                        f"export {res['seconds']['export']:.2f} s)")
+            for fmt, why in res["skipped"].items():
+                print(f"tables: {res['routing']}: {fmt} export skipped: {why}",
+                      file=sys.stderr)
+        print(json.dumps({k: v for k, v in res.items() if k not in ("errors", "seconds")}),
+              flush=True)
+
+    with console.status(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
+                        f"({jobs} worker{'s' * (jobs > 1)})…"):
+        write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
+                       vcs=args.vcs, jobs=jobs, done=done)
+    return status
 
 
 def load_table_set(d: Path):
@@ -612,9 +698,14 @@ def parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("tables", help="compute, verify and export the tables")
     sp.add_argument("spec")
-    routing_args(sp)
+    sp.add_argument("--routing", required=True, help="a routing, or several separated by "
+                    f"commas (each into OUT/ROUTING); of {','.join(ROUTINGS)}")
+    sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
+    sp.add_argument("--vcs", type=int, help="force the VC count (fewer fail verify)")
     sp.add_argument("--out", required=True)
     sp.add_argument("--formats", default="json,ib,openflow")
+    sp.add_argument("--jobs", type=int, help="worker processes: routings (or one routing's "
+                    "formats) written side by side (default: the CPUs available)")
     sp.set_defaults(func=cmd_tables)
 
     sp = sub.add_parser("verify", help="verify an exported table set, and under InfiniBand "

@@ -138,11 +138,11 @@ def table_lengths(topo: Topology, table: np.ndarray) -> np.ndarray:
     ``RuntimeError`` if some entry loops or dead-ends.  O(N^2) (compiled)."""
     from ._walk import lengths
 
-    out = np.empty(table.shape, dtype=np.int32)
-    u, t = lengths(topo.adj, table, out)
+    out = np.empty(table.shape[::-1], dtype=np.int32)
+    u, t = lengths(topo.adj, np.ascontiguousarray(table.T), out)
     if u >= 0:
         raise RuntimeError(f"table loops or dead-ends at switch {u} toward {t}")
-    return out
+    return np.ascontiguousarray(out.T)
 
 
 def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
@@ -159,11 +159,8 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
 
     Complexity: dominated by the minimal table, O(N^2 R).
     """
-    if routing not in ROUTINGS:
-        raise TopologyError(f"routing {routing!r} is unknown; expected one of {', '.join(ROUTINGS)}")
+    check_routing(topo.kind, routing, nonmin)
     kind = topo.kind
-    if routing == "dsnf" and kind != "dsnf":
-        raise TopologyError(f"routing 'dsnf' needs a dsnf topology, not {kind}")
     tables: dict[str, np.ndarray] = {}
     params: dict = {}
     exit_port = None
@@ -198,10 +195,6 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
             classes = [min_cls]
         else:
             variant = routing if routing != "ugal-l" else (nonmin or _default_nonmin(kind))
-            if variant not in NONMIN or (variant == "val-group" and kind != "dragonfly"):
-                fits = [v for v in NONMIN if v != "val-group" or kind == "dragonfly"]
-                raise TopologyError(f"non-minimal variant {variant!r} does not fit {kind}; "
-                                    f"expected one of {', '.join(fits)}")
             if kind == "dragonfly" and variant == "val":
                 variant = "val-group"  # Kim et al. §4.1: Valiant at the group level
             if kind == "dragonfly" and variant != "val-group" or (
@@ -222,6 +215,31 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
     return TableSet(topo=topo, routing=routing, classes=classes, tables=tables,
                     alternatives=alt, vc_inc=vc_inc, num_vcs=int(vcs), vc_scheme=scheme,
                     exit_port=exit_port, params=params)
+
+
+def check_routing(kind: str, routing: str, nonmin: str | None = None) -> None:
+    """Raise :class:`TopologyError` unless :func:`build_tables` can build ``routing`` (with
+    UGAL-L's ``nonmin`` class) on a topology of ``kind``; O(1), so callers check every
+    routing of a batch before any work."""
+    if routing not in ROUTINGS:
+        raise TopologyError(f"routing {routing!r} is unknown; expected one of {', '.join(ROUTINGS)}")
+    if routing == "dsnf" and kind != "dsnf":
+        raise TopologyError(f"routing 'dsnf' needs a dsnf topology, not {kind}")
+    if routing in ("min", "dsnf"):
+        return
+    variant = routing if routing != "ugal-l" else (nonmin or _default_nonmin(kind))
+    if variant not in NONMIN or (variant == "val-group" and kind != "dragonfly"):
+        fits = [v for v in NONMIN if v != "val-group" or kind == "dragonfly"]
+        raise TopologyError(f"non-minimal variant {variant!r} does not fit {kind}; "
+                            f"expected one of {', '.join(fits)}")
+
+
+def share_minimal_tables(topo: Topology, routings) -> None:
+    """Compute the minimal tables (kept in ``topo.memo``) now when two or more of
+    ``routings`` will use them, so that routings built in forked processes inherit them
+    instead of each computing them again."""
+    if sum(r != "dsnf" for r in routings) >= 2:
+        build_tables(topo, "min")
 
 
 def _memo(topo: Topology, key: str, compute):

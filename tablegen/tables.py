@@ -34,6 +34,7 @@ one class (MIN, VAL …) or a choice between classes made at the source (UGAL-L)
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -237,14 +238,19 @@ class TableSet:
         }
 
     def save_npz(self, path) -> None:
+        """An ``.npz`` that :func:`numpy.load` reads, deflated at level 1 rather than
+        :func:`numpy.savez_compressed`'s 6: five times faster for twice the size (DSN-F
+        n = 4096 MIN, 48 MiB of arrays: 8.1 MiB in 0.3 s instead of 4.0 MiB in 1.6 s)."""
         arrays = {f"table_{k}": v for k, v in self.tables.items()}
         arrays["alternatives"] = self.alternatives
         arrays["vc_inc"] = self.vc_inc
         if self.exit_port is not None:
             arrays["exit_port"] = self.exit_port
-        with open(path, "wb") as f:
-            np.savez_compressed(f, meta=np.frombuffer(json.dumps(self.meta()).encode(), np.uint8),
-                                **arrays)
+        arrays["meta"] = np.frombuffer(json.dumps(self.meta()).encode(), np.uint8)
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+            for name, a in arrays.items():
+                with z.open(f"{name}.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
 
     @classmethod
     def load_npz(cls, path, topo: Topology) -> "TableSet":

@@ -27,7 +27,15 @@ def run(capsys, *argv):
     (["topology", "mesh:x=4"], "topology 'mesh' is unknown"),
     (["topology", "slimfly:q=5,z=3"], "unknown key z"),
     (["tables", "slimfly:q=5", "--routing", "dsnf", "--out", "X"], "routing 'dsnf' needs a dsnf"),
-    (["tables", "slimfly:q=5", "--routing", "zigzag", "--out", "X"], "zigzag"),
+    (["tables", "slimfly:q=5", "--routing", "zigzag", "--out", "X"],
+     "--routing zigzag: routing 'zigzag' is unknown; expected one of min,"),
+    (["tables", "slimfly:q=5", "--routing", "min,dsnf", "--out", "X"],
+     "--routing dsnf: routing 'dsnf' needs a dsnf topology"),
+    (["tables", "slimfly:q=5", "--routing", "min,val,min", "--out", "X"],
+     "a routing is named twice"),
+    (["tables", "slimfly:q=5", "--routing", "min", "--jobs", "0", "--out", "X"],
+     "--jobs 0; expected at least 1"),
+    (["path", "slimfly:q=5", "--routing", "zigzag", "--src", "0", "--dst", "1"], "zigzag"),
     (["path", "slimfly:q=5", "--routing", "min", "--src", "0", "--dst", "50"], "dst=50"),
     (["path", "slimfly:q=5", "--routing", "min", "--src", "0", "--dst", "3", "--via", "7"],
      "--via 7"),
@@ -42,13 +50,14 @@ def run(capsys, *argv):
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
     argv = [str(tmp_path / a) if a == "X" else a for a in argv]
-    with pytest.raises(SystemExit) if "zigzag" in needle else _nothing():
+    by_argparse = argv[0] == "path" and "zigzag" in argv
+    with pytest.raises(SystemExit) if by_argparse else _nothing():
         code, out, err = run(capsys, *argv)
         assert code == 2
         lines = [l for l in err.splitlines() if l.strip()]
         assert len(lines) == 1 and needle in lines[0], err
         assert not (tmp_path / "X").exists()
-    if "zigzag" in needle:
+    if by_argparse:
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "zigzag" in err
 
@@ -243,3 +252,36 @@ def test_every_exported_table_set_passes_verify(capsys, tmp_path, spec, routing)
     rep = json.loads(stdout)
     assert code == 0 and rep["ok"] and not rep["cycle"], err
     assert (out / "openflow").is_dir() and (out / "tables.json").exists()
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
+
+
+def test_several_routings_at_once_equal_one_at_a_time(capsys, tmp_path):
+    """--routing A,B writes OUT/A and OUT/B with forked workers, byte for byte what one
+    routing at a time on one process writes; one JSON line per routing."""
+    code, out, _ = run(capsys, "tables", "slimfly:q=5", "--routing", "min,val-3h,ugal-l",
+                       "--jobs", "2", "--out", str(tmp_path / "all"))
+    assert code == 0
+    lines = [json.loads(l) for l in out.splitlines()]
+    assert sorted(l["routing"] for l in lines) == ["min", "ugal-l", "val-3h"]
+    assert all(l["verified"] and l["skipped"] == {} for l in lines)
+    for r in ("min", "val-3h", "ugal-l"):
+        assert run(capsys, "tables", "slimfly:q=5", "--routing", r, "--jobs", "1",
+                   "--out", str(tmp_path / r))[0] == 0
+        one, both = _tree(tmp_path / r), _tree(tmp_path / "all" / r)
+        assert len(one) > 10 and one.keys() == both.keys()
+        assert [f for f in one if one[f] != both[f]] == []
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == ["min", "ugal-l", "val-3h"]
+
+
+def test_a_routing_that_fails_in_a_batch_is_not_written(capsys, tmp_path):
+    code, out, err = run(capsys, "tables", "slimfly:q=5", "--routing", "min,val", "--vcs",
+                         "2", "--jobs", "2", "--out", str(tmp_path / "o"))
+    assert code == 1
+    assert "tables: val on slimfly:q=5" in err and "failed verification" in err
+    assert (tmp_path / "o" / "min" / "tables.npz").is_file()
+    assert not (tmp_path / "o" / "val").exists()
+    assert {json.loads(l)["routing"]: json.loads(l)["verified"] for l in out.splitlines()} == \
+        {"min": True, "val": False}
