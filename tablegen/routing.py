@@ -30,6 +30,7 @@ dateline.  ``verify`` proves each scheme acyclic on the actual tables.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from .analysis import distance_matrix
 from .tables import PathClass, TableSet
@@ -47,28 +48,42 @@ def mask_dtype(radix: int):
 
 
 def graph_min(topo: Topology, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Graph-minimal table and equal-cost alternatives, tie-break rank ``d mod m``.
+    """Graph-minimal table and equal-cost alternatives: toward ``d``, switch ``u`` may take
+    every port whose neighbour is one hop closer (by ``dist``); the table takes the one of
+    rank ``d mod m`` among those ``m`` ports in port order.
 
-    Complexity: O(N^2 R) time, O(chunk * R * N) extra memory.
+    Complexity: O(N^2 R) time (compiled), no extra memory.
     """
     n, r = topo.adj.shape
-    table = np.full((n, n), -1, dtype=np.int16)
-    alt = np.zeros((n, n), dtype=mask_dtype(r))
-    d = np.arange(n)
-    valid = topo.adj >= 0
-    nb = np.where(valid, topo.adj, 0)
-    bits = (np.uint64(1) << np.arange(r, dtype=np.uint64)).astype(alt.dtype)
-    chunk = max(1, (1 << 22) // max(1, r * n))
-    for lo in range(0, n, chunk):
-        u = np.arange(lo, min(n, lo + chunk))
-        dn = dist[nb[u]].astype(np.int16)                      # [c, R, N]
-        good = valid[u][:, :, None] & (dn == dist[u][:, None, :].astype(np.int16) - 1)
-        alt[u] = np.bitwise_or.reduce(np.where(good, bits[None, :, None], 0), axis=1)
-        m = good.sum(axis=1)                                    # [c, N]
-        k = d[None, :] % np.maximum(m, 1)
-        pick = np.argmax(np.cumsum(good, axis=1, dtype=np.int8) > k[:, None, :], axis=1)
-        table[u] = np.where(m > 0, pick, -1)
+    table = np.empty((n, n), dtype=np.int16)
+    alt = np.empty((n, n), dtype=mask_dtype(r))
+    _graph_min(topo.adj.astype(np.int64), dist.astype(np.int16), table, alt)
     return table, alt
+
+
+@njit(cache=True)
+def _graph_min(adj, dist, table, alt):
+    n, r = adj.shape
+    for u in range(n):
+        here = dist[u]
+        for d in range(n):
+            m, bits = 0, np.uint64(0)
+            for j in range(r):
+                v = adj[u, j]
+                if v >= 0 and dist[v, d] == here[d] - 1:
+                    m += 1
+                    bits |= np.uint64(1) << np.uint64(j)
+            alt[u, d] = bits
+            pick, k = -1, d % max(m, 1)
+            if m:
+                for j in range(r):
+                    v = adj[u, j]
+                    if v >= 0 and dist[v, d] == here[d] - 1:
+                        if k == 0:
+                            pick = j
+                            break
+                        k -= 1
+            table[u, d] = pick
 
 
 def dragonfly_min(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -136,13 +151,13 @@ def dragonfly_min(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def table_lengths(topo: Topology, table: np.ndarray) -> np.ndarray:
     """Hops from ``u`` to target ``t`` following ``table`` (targets are switches); raises
     ``RuntimeError`` if some entry loops or dead-ends.  O(N^2) (compiled)."""
-    from ._walk import lengths
+    from ._walk import by_dst, lengths
 
     out = np.empty(table.shape[::-1], dtype=np.int32)
-    u, t = lengths(topo.adj, np.ascontiguousarray(table.T), out)
+    u, t = lengths(topo.adj, by_dst(table), out)
     if u >= 0:
         raise RuntimeError(f"table loops or dead-ends at switch {u} toward {t}")
-    return np.ascontiguousarray(out.T)
+    return by_dst(out)
 
 
 def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,

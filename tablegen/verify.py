@@ -60,6 +60,8 @@ class Report:
 def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
     """Walk ``ts`` and return a :class:`Report`; ``report.ok`` is False with ``errors`` (and a
     printed ``cycle`` for a cyclic CDG) when the tables are wrong."""
+    from . import _walk
+
     topo = ts.topo
     n, r = topo.adj.shape
     V = ts.num_vcs
@@ -67,8 +69,14 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
     vc_seen = np.zeros(V, dtype=bool)
     report = Report(ok=True, routing=ts.routing, topology=topo.name(), switches=n,
                     num_vcs=V, vcs_used=0)
+    min_len = None
     for c in ts.classes:
-        hist, err = _walker(c)(ts, c, deps, vc_seen)
+        if c.name == "min":     # deterministic: its walk measures every path's length too
+            min_len = np.zeros((n, n), dtype=np.int16)
+            hist, err = _walk.run(ts, c, deps, vc_seen, min_len)
+            min_len = None if err else min_len.T
+        else:
+            hist, err = _walker(c)(ts, c, deps, vc_seen)
         if err:
             report.errors.append(err)
         elif hist and max(hist) > c.max_hops:
@@ -76,26 +84,20 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
                                  f"{c.max_hops}")
         report.classes[c.name] = {"max_hops": max(hist) if hist else 0, "bound": c.max_hops,
                                   "hist": {str(k): v for k, v in sorted(hist.items())}}
-    if any(c.name == "min" for c in ts.classes):
-        _check_minimal(ts, report)
+    if min_len is not None:
+        _check_minimal(ts, min_len, report)
     report.vcs_used = int(np.flatnonzero(vc_seen).max() + 1) if vc_seen.any() else 0
     _check_cdg(ts, deps, report, max_cycle_print)
     report.ok = not report.errors
     return report
 
 
-def _check_minimal(ts: TableSet, report: Report) -> None:
-    """MIN's bound is the graph's, not the tables': every table path must be as short as a
-    breadth-first search of the topology says (a Dragonfly's: at most local, global, local).
-    O(N^2 R / 64) + O(N^2)."""
+def _check_minimal(ts: TableSet, got: np.ndarray, report: Report) -> None:
+    """MIN's bound is the graph's, not the tables': every table path (``got[s, d]`` hops, as
+    the walk measured them) must be as short as a breadth-first search of the topology says
+    (a Dragonfly's: at most local, global, local).  O(N^2 R / 64) + O(N^2)."""
     from .analysis import distance_matrix
-    from .routing import table_lengths
 
-    c = next(c for c in ts.classes if c.name == "min")
-    try:
-        got = table_lengths(ts.topo, ts.tables[c.table1])
-    except RuntimeError:
-        return  # the walk has reported the broken path already
     if ts.topo.kind == "dragonfly":
         # Kim et al.'s minimal routing is hierarchical (local, global, local): two global
         # hops through a third group can be shorter in the graph, and are not minimal there
