@@ -626,6 +626,10 @@ def _insert(gs, rank, out, into, a, j, seen, tick, work, fwd, back):
     return True
 
 
+_BIT_INDEX = np.zeros(129, dtype=np.int64)     # bit number of a one-bit byte
+_BIT_INDEX[1 << np.arange(8)] = np.arange(8)
+
+
 @njit(cache=True)
 def _search(gs, rank, out, into, start, bound, forward, seen, tick, work, found):
     """Channels reachable from ``start`` (forward: along dependencies, ranks below
@@ -640,9 +644,12 @@ def _search(gs, rank, out, into, start, bound, forward, seen, tick, work, found)
         found[nfound] = x
         nfound += 1
         if forward:
-            for j in range(r):
-                if gs[x, j >> 3] & (1 << (j & 7)):
-                    y = out[x] + j
+            for byte in range(gs.shape[1]):     # only the set bits: most bytes are 0
+                bits = np.int64(gs[x, byte])
+                while bits:
+                    low = bits & -bits
+                    bits ^= low
+                    y = out[x] + byte * 8 + _BIT_INDEX[low]
                     if rank[y] == bound:
                         return -1
                     if rank[y] < bound and seen[y] != tick:
