@@ -1,18 +1,25 @@
 """Time and peak memory of topology + routings + verify + exports for the large cases.
 
-Each case runs in its own process (peak RSS is per process) and writes its exports into a
-fresh directory under ``--out`` (default ``/dev/shm``, a tmpfs).  On a tmpfs the figure is
-fabroute's own work: formatting the text and copying it into the page cache.  On a disk
-(``--out /tmp``) writes land in the page cache too, but once the dirty pages pass the
-kernel's ``vm.dirty_ratio`` the writer is throttled to the disk's speed, so a case that
-writes gigabytes then measures the disk.  Each routing's files are deleted once written
-(their size is recorded), unless ``--keep``: a case writes up to 6 GiB, and keeping it all
-in RAM measures how fast the machine hands out fresh memory (in a VM that backs guest memory
-lazily, a fraction of the speed of memory it has handed out before).  The total is the sum
-of the stages.  Usage::
+Each case runs in its own process and does what ``fabroute tables SPEC --routing
+R1,R2,... --out DIR`` does (:func:`tablegen.cli.write_routings`): the routings, and once a
+routing is verified its formats, run on ``--jobs`` forked workers (default: the CPUs
+available).  The figure is the wall time from building the topology to the last file
+written; the stage lines are each routing's own times inside its worker (they overlap).
+Peak RSS is given for the case's process and for the largest worker (workers share the
+parent's pages copy-on-write, so the two are not to be added up page for page).
+
+Exports go into a fresh directory under ``--out`` (default ``/dev/shm``, a tmpfs).  On a
+tmpfs the figure is fabroute's own work: formatting the text and copying it into the page
+cache.  On a disk (``--out /tmp``) writes land in the page cache too, but once the dirty
+pages pass the kernel's ``vm.dirty_ratio`` the writer is throttled to the disk's speed, so
+a case that writes gigabytes then measures the disk.  Each routing's files are deleted once
+written (their size is recorded; the deletion runs in the case's process and is inside the
+figure), unless ``--keep``: a case writes up to 6 GiB, and keeping it all in RAM measures
+how fast the machine hands out fresh memory (in a VM that backs guest memory lazily, a
+fraction of the speed of memory it has handed out before).  Usage::
 
     .venv/bin/python benchmarks/bench_tablegen.py [--case slimfly19|dragonfly2064|dsnf4096]
-        [--out DIR] [--keep] [--json out.json] [--no-export]
+        [--out DIR] [--keep] [--jobs N] [--json out.json] [--no-export]
 
 Prints one line per stage and a summary row per case (the rows of ``RESULTS.md``).
 """
@@ -88,6 +95,23 @@ def _run(name: str, export: bool, out: str, keep: bool, jobs: int, q) -> None:
            "written_bytes": written, "stages": stages, "skipped": skipped})
 
 
+def _tree_pss(pid: int) -> int:
+    """Proportional set size (bytes) of ``pid`` and all its descendants: pages shared
+    copy-on-write between forked workers count once in the sum."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for kids in Path(f"/proc/{p}/task").glob("*/children"):
+                todo += [int(c) for c in kids.read_text().split()]
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass  # ended meanwhile
+    return total
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--case", choices=list(CASES), action="append")
@@ -107,24 +131,28 @@ def main() -> None:
         proc = ctx.Process(target=_run, args=(name, not a.no_export, a.out, a.keep, a.jobs,
                                                   q))
         proc.start()
+        peak_pss = 0
         while True:
             try:
-                res = q.get(timeout=1)
+                res = q.get(timeout=0.1)
                 break
             except queue.Empty:
+                peak_pss = max(peak_pss, _tree_pss(proc.pid))
                 if not proc.is_alive():
                     raise SystemExit(f"{name}: the benchmark process died "
                                      f"(exit code {proc.exitcode})") from None
         proc.join()
+        res["peak_tree_pss_mib"] = peak_pss / 2**20
         results.append(res)
         for stage, sec in res["stages"]:
             print(f"{name:14} {stage:22} {sec:7.2f} s")
         for what, why in res["skipped"].items():
             print(f"{name:14} skipped {what}: {why}")
-        print(f"{name:14} {'TOTAL (wall)':22} {res['total_s']:7.2f} s   peak RSS "
-              f"{res['peak_rss_mib']:.0f} MiB (+ {res['worker_peak_rss_mib']:.0f} MiB per "
-              f"worker, {a.jobs} workers)   {res['written_bytes'] / 2**30:.2f} GiB written "
-              f"to {a.out}", flush=True)
+        print(f"{name:14} {'TOTAL (wall)':22} {res['total_s']:7.2f} s   peak PSS of all "
+              f"processes {peak_pss / 2**20:.0f} MiB (sampled every 0.1 s; peak RSS: case "
+              f"{res['peak_rss_mib']:.0f} MiB, largest worker "
+              f"{res['worker_peak_rss_mib']:.0f} MiB; {a.jobs} workers)   "
+              f"{res['written_bytes'] / 2**30:.2f} GiB written to {a.out}", flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
 

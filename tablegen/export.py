@@ -45,7 +45,6 @@ import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import jinja2
 import numpy as np
@@ -100,16 +99,12 @@ Chunks = Iterable[bytes | str]
 _Job = tuple[str, Callable[[], Chunks]]     # (path relative to outdir, producer of the content)
 
 
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f"{path.name}.tmp-{os.getpid()}")
-
-
-def _atomic_write(path: Path, chunks: Chunks | bytes | str) -> str:
+def _atomic_write(path: str, chunks: Chunks | bytes | str) -> str:
     """Write ``chunks`` to ``path`` via ``<name>.tmp-<pid>`` + ``os.replace``; on any error the
     temporary file is removed and ``path`` is left as it was.  Each chunk is written before
-    the next is asked for: producers reuse their buffers."""
-    path = Path(path)
-    tmp = _tmp_name(path)
+    the next is asked for: producers reuse their buffers.  (String paths: an export writes
+    thousands of files.)"""
+    tmp = f"{path}.tmp-{os.getpid()}"
     if isinstance(chunks, (bytes, str)):
         chunks = (chunks,)
     try:
@@ -121,18 +116,19 @@ def _atomic_write(path: Path, chunks: Chunks | bytes | str) -> str:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    return str(path)
+    return path
 
 
 def _run_jobs(outdir, jobs: list[_Job]) -> list[str]:
-    out = Path(outdir)
+    out = os.fspath(outdir)
     written = []
-    made: set[Path] = set()
+    made: set[str] = set()
     for rel, produce in jobs:
-        p = out / rel
-        if p.parent not in made:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            made.add(p.parent)
+        p = os.path.join(out, rel)
+        parent = os.path.dirname(p)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
         written.append(_atomic_write(p, produce()))
     return written
 

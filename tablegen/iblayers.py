@@ -39,6 +39,7 @@ from numba import njit
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from ._walk import by_dst
 from .ib_apply import VL_DROP, BadInput
 from .tables import PathClass, TableSet
 
@@ -232,7 +233,7 @@ def _phase1_seen(ts: TableSet, cls: PathClass) -> tuple[np.ndarray, np.ndarray]:
     by_port = cls.exit == "port"
     leave = ts.exit_port if by_port else np.zeros((1, 1), dtype=bool)
     seen = np.zeros((2, n, n), dtype=bool)
-    args = (np.ascontiguousarray(t0.T), np.ascontiguousarray(t1.T), by_port, leave,
+    args = (by_dst(t0), by_dst(t1), by_port, leave,
             topo.adj.astype(np.int64), seen)
     err = np.full(3, -1, dtype=np.int64)
     if not _walk_phases_once(*args):
@@ -242,7 +243,7 @@ def _phase1_seen(ts: TableSet, cls: PathClass) -> tuple[np.ndarray, np.ndarray]:
                       f"{int(err[2])} toward {int(err[0] % n)}")
     if err[0] >= 0:
         raise IbError(f"{ts.routing} on {topo.name()}: class {cls.name} loops")
-    return np.ascontiguousarray(seen[1].T), np.ascontiguousarray(seen[0].T)
+    return by_dst(seen[1]), by_dst(seen[0])
 
 
 @njit(cache=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from .tables import PathClass, TableSet
 from .topology import Topology
@@ -199,28 +200,34 @@ def _aggregate(table: np.ndarray, grp: np.ndarray, n_groups: int):
         # singleton groups (torus, DSN): nothing to aggregate
         return (np.zeros((n, n_groups), dtype=bool), np.zeros((n, n_groups), dtype=np.int64),
                 valid.copy())
-    key = (np.arange(n)[:, None] * n_groups + grp[None, :]) * R + np.where(valid, table, 0)
-    if n * n_groups * R <= 1 << 26:
-        counts = np.bincount(key[valid], minlength=n * n_groups * R).reshape(n, n_groups, R)
-        maj = counts.argmax(axis=2)
-        best = counts.max(axis=2)
-    else:
-        # sparse: sort (u, G, port) keys; per (u, G) the first of the largest runs wins
-        k, c = np.unique(key[valid], return_counts=True)
-        ug, port = k // R, k % R
-        order = np.lexsort((port, -c, ug))
-        ug, port, c = ug[order], port[order], c[order]
-        head = np.r_[True, ug[1:] != ug[:-1]]
-        maj = np.zeros(n * n_groups, dtype=np.int64)
-        best = np.zeros(n * n_groups, dtype=np.int64)
-        maj[ug[head]], best[ug[head]] = port[head], c[head]
-        maj, best = maj.reshape(n, n_groups), best.reshape(n, n_groups)
+    maj = np.empty((n, n_groups), dtype=np.int64)
+    best = np.empty((n, n_groups), dtype=np.int64)
+    _majority(table, grp.astype(np.int64), R, maj, best)
     use = best >= 2
     use[np.arange(n), grp] = False
     covered = use[np.arange(n)[:, None], grp[None, :]] & (
         table == maj[np.arange(n)[:, None], grp[None, :]])
     exc = valid & ~covered
     return use, maj, exc
+
+
+@njit(cache=True)
+def _majority(table, grp, R, maj, best):
+    """``maj[u, G]``: the port ``u``'s table uses most toward group ``G``'s switches (the
+    lowest such port on a tie; 0 when none), ``best[u, G]`` how often.  O(N^2 + N G R)."""
+    n, m = table.shape
+    counts = np.zeros((maj.shape[1], R), dtype=np.int64)
+    for u in range(n):
+        counts[:] = 0
+        for d in range(m):
+            if table[u, d] >= 0:
+                counts[grp[d], table[u, d]] += 1
+        for g in range(maj.shape[1]):
+            k = 0
+            for p in range(1, R):
+                if counts[g, p] > counts[g, k]:
+                    k = p
+            maj[u, g], best[u, g] = k, counts[g, k]
 
 
 @dataclass

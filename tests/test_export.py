@@ -636,3 +636,27 @@ def test_unwritable_target_leaves_no_temp_file(tmp_path):
 def test_unknown_format():
     with pytest.raises(ExportError, match="unknown export format"):
         export_all(tables("sf5", "min"), "/nonexistent", formats=("pdf",))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_openflow_group_majority_is_the_most_used_lowest_port(seed):
+    """The group entries' port per (switch, remote group): the port most of the group's
+    switches are reached by, the lowest on a tie, against a plain count; an own group and
+    a group reached fewer than twice by one port get switch entries."""
+    topo = build_dragonfly(2, 4, 2)
+    rng = np.random.default_rng(seed)
+    table = build_tables(topo, "min").tables["min"].copy()
+    n = topo.n_switches
+    mixed = rng.random((n, n)) < 0.4                      # ties and minorities on purpose
+    table[mixed] = rng.integers(0, topo.radix, mixed.sum())
+    table[np.eye(n, dtype=bool)] = -1
+    grp, G = topo.group, topo.n_groups
+    use, maj, exc = of._aggregate(table, grp, G)
+    for u in range(n):
+        for g in range(G):
+            counts = np.bincount(table[u][(grp == g) & (table[u] >= 0)],
+                                 minlength=topo.radix)
+            assert maj[u, g] == int(np.argmax(counts))
+            assert use[u, g] == (g != grp[u] and counts.max() >= 2)
+    covered = use[np.arange(n)[:, None], grp[None, :]] & (table == maj[:, grp])
+    assert np.array_equal(exc, (table >= 0) & ~covered)
