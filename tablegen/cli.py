@@ -296,10 +296,11 @@ def cmd_tables(args) -> int:
         print(json.dumps({k: v for k, v in res.items() if k not in ("errors", "seconds")}),
               flush=True)
 
-    with console.status(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
-                        f"({jobs} worker{'s' * (jobs > 1)})…"):
-        write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
-                       vcs=args.vcs, jobs=jobs, done=done)
+    # a log line, not a live status: its refresh thread must not be running at a fork
+    console.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
+                f"({jobs} worker{'s' * (jobs > 1)})…")
+    write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
+                   vcs=args.vcs, jobs=jobs, done=done)
     return status
 
 

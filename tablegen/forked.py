@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+import sys
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
@@ -71,7 +72,9 @@ def run_forked(jobs: Sequence[Callable[[], Any]], workers: int,
     terminated and the rest not started.
 
     Jobs must not rely on side effects in the parent's memory: a child's writes stay in the
-    child.  Files they write are shared, so jobs must write disjoint files.
+    child.  Files they write are shared, so jobs must write disjoint files.  Call it with no
+    other thread running that may hold a lock the children need (a rich live display
+    writing to stderr, say): a forked child gets the lock, held, but not the thread.
     """
     global _tokens
     results: list[Any] = [None] * len(jobs)
@@ -92,6 +95,8 @@ def run_forked(jobs: Sequence[Callable[[], Any]], workers: int,
     try:
         while failed is None and (nxt < len(jobs) or running):
             while nxt < len(jobs) and len(running) < workers:
+                sys.stdout.flush()      # else a child flushes our buffered text once more
+                sys.stderr.flush()
                 reader, writer = ctx.Pipe(duplex=False)
                 proc = ctx.Process(target=_child, args=(jobs[nxt], writer))  # may nest
                 proc.start()
