@@ -299,6 +299,21 @@ def test_vc_datelines_acyclic():
         assert nx.is_directed_acyclic_graph(g), n
 
 
+@pytest.mark.parametrize("n,p", [(64, 4), (200, 5), (1024, 7)])
+def test_four_vcs_are_the_least_the_datelines_allow(n, p):
+    """With a VC fewer, the third dateline crossing shares the last VC and verify finds a
+    cycle on it; with four it proves the routing deadlock-free."""
+    from tablegen.routing import build_tables
+    from tablegen.verify import verify
+
+    topo = build_dsnf(n)
+    assert topo.params["p"] == p
+    three = verify(build_tables(topo, "dsnf", vcs=3))
+    assert not three.ok and three.cycle and "(vc2)" in three.errors[0]
+    four = verify(build_tables(topo, "dsnf"))
+    assert four.ok and four.num_vcs == 4
+
+
 def test_vc_inc_ports():
     t = build_dsnf(64)  # p = 4
     tb = dsnf_tables(t)
