@@ -172,21 +172,23 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
                     jobs: int = 1) -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole (:func:`_replaced_dir`).  A
     format that cannot express the tables (e.g. InfiniBand when the SLs do not fit the VLs)
-    is skipped and its reason returned; JSON and the NumPy tables are always written.  With
-    ``jobs > 1`` the formats are written by that many forked processes side by side (each
-    format has its own files)."""
+    is skipped and its reason returned; JSON and the NumPy tables are always written.  Files
+    are written in place inside the directory that replaces ``out``.  With ``jobs > 1`` the
+    formats are written by that many forked processes side by side (each format has its own
+    files)."""
     from .export import ExportError, export_all
     from .forked import run_forked
 
     def base():
         ts.save_npz(tmp / TABLES_NPZ)
         (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
-        return export_all(ts, tmp, formats=("json",)), {}
+        return export_all(ts, tmp, formats=("json",), atomic=False), {}
 
     def export(fmt):
         def job():
             try:
-                return export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed), {}
+                return export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed,
+                                  atomic=False), {}
             except ExportError as e:
                 shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
                 return {}, {fmt: str(e)}

