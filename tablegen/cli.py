@@ -40,11 +40,14 @@ def _topology(spec: str) -> Topology:
 def _tables(topo: Topology, args):
     from .routing import build_tables
 
-    vcs = getattr(args, "vcs", None)
-    if vcs is not None and vcs < 1:
-        raise UsageError(f"--vcs {vcs}; expected a VC count >= 1")
+    _check_vcs(getattr(args, "vcs", None))
     return build_tables(topo, args.routing, nonmin=getattr(args, "nonmin", None),
                         vcs=getattr(args, "vcs", None))
+
+
+def _check_vcs(vcs: int | None) -> None:
+    if vcs is not None and vcs < 1:
+        raise UsageError(f"--vcs {vcs}; expected a VC count >= 1")
 
 
 def _switch(topo: Topology, value: int, what: str) -> int:
@@ -265,8 +268,7 @@ def cmd_tables(args) -> int:
     if len(set(routings)) < len(routings):
         raise UsageError(f"--routing {args.routing}: a routing is named twice; expected "
                          "distinct routings")
-    if args.vcs is not None and args.vcs < 1:
-        raise UsageError(f"--vcs {args.vcs}; expected a VC count >= 1")
+    _check_vcs(args.vcs)      # before the workers start, not in each of them
     jobs = args.jobs if args.jobs is not None else cpu_count()
     if jobs < 1:
         raise UsageError(f"--jobs {jobs}; expected at least 1 worker process")
