@@ -254,6 +254,22 @@ def test_every_exported_table_set_passes_verify(capsys, tmp_path, spec, routing)
     assert (out / "openflow").is_dir() and (out / "tables.json").exists()
 
 
+def test_a_table_set_infiniband_cannot_express_still_verifies(capsys, tmp_path):
+    """DSN-F n = 384 needs more SLs than IB has: `tables` skips the IB files, and `verify`
+    proves the table set and reports IB as not expressible, exit 0."""
+    out = tmp_path / "d"
+    code, stdout, err = run(capsys, "tables", "dsnf:n=384", "--routing", "dsnf", "--out",
+                            str(out))
+    assert code == 0 and "ib" in json.loads(stdout)["skipped"], err
+    assert not (out / "ib").exists()
+    code, stdout, err = run(capsys, "verify", str(out), "--json")
+    rep = json.loads(stdout)
+    assert code == 0 and rep["ok"], err
+    assert rep["ib"]["expressible"] is False and "more than 7 SLs" in rep["ib"]["errors"][0]
+    code, stdout, _ = run(capsys, "verify", str(out))
+    assert code == 0 and "InfiniBand (LMC 0): not expressible; " in stdout
+
+
 def _tree(d: Path) -> dict[str, bytes]:
     return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*")) if f.is_file()}
 
