@@ -27,6 +27,7 @@ from typing import Any
 __all__ = ["cpu_count", "run_forked"]
 
 _tokens = None      # the outermost run_forked's semaphore, inherited by every forked child
+_DIED = object()    # what a child that sent no result "returned" (a job may return None)
 
 
 def cpu_count() -> int:
@@ -108,10 +109,10 @@ def run_forked(jobs: Sequence[Callable[[], Any]], workers: int,
                 try:
                     res = reader.recv()
                 except EOFError:    # the child died without a word (killed, os._exit)
-                    res = None
+                    res = _DIED
                 reader.close()
                 proc.join()
-                if res is None:
+                if res is _DIED:
                     res = _Failed(RuntimeError(f"job {i} ended with exit code {proc.exitcode} "
                                                "and no result"))
                 if isinstance(res, _Failed):

@@ -40,6 +40,10 @@ def test_results_come_in_order_and_done_sees_each(tmp_path):
     assert sorted(seen) == [(0, 0), (1, 1), (2, 2)]
 
 
+def test_a_job_may_return_none():
+    assert run_forked([lambda: None, lambda: 0], 2) == [None, 0]
+
+
 def test_one_worker_runs_here():
     pid = os.getpid()
     assert run_forked([os.getpid, os.getpid], 1) == [pid, pid]
