@@ -64,6 +64,7 @@ def graph_min(topo: Topology, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 @njit(cache=True)
 def _graph_min(adj, dist, table, alt):
     n, r = adj.shape
+    good = np.empty(r, dtype=np.int64)      # the ports one hop closer, in port order
     for u in range(n):
         here = dist[u]
         for d in range(n):
@@ -71,19 +72,11 @@ def _graph_min(adj, dist, table, alt):
             for j in range(r):
                 v = adj[u, j]
                 if v >= 0 and dist[v, d] == here[d] - 1:
+                    good[m] = j
                     m += 1
                     bits |= np.uint64(1) << np.uint64(j)
             alt[u, d] = bits
-            pick, k = -1, d % max(m, 1)
-            if m:
-                for j in range(r):
-                    v = adj[u, j]
-                    if v >= 0 and dist[v, d] == here[d] - 1:
-                        if k == 0:
-                            pick = j
-                            break
-                        k -= 1
-            table[u, d] = pick
+            table[u, d] = good[d % m] if m else -1
 
 
 def dragonfly_min(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
