@@ -160,14 +160,12 @@ def check_out_dir(out, what: str = "--out") -> Path:
 
 
 def verified_tables(topo: Topology, args, console, cmd: str):
-    """:func:`build_and_verify`, printing the failure (``cmd: … failed verification``) and
+    """:func:`build_and_verify`, printing the failure (:func:`_print_failure`) and
     returning ``(None, report)`` when the tables fail."""
     ts, rep = build_and_verify(topo, args, console)
     if rep.ok:
         return ts, rep
-    _print_failure(rep)
-    print(f"{cmd}: {args.routing} on {topo.name()} failed verification; nothing written",
-          file=sys.stderr)
+    _print_failure(rep.errors, f"{cmd}: {args.routing} on {topo.name()}")
     return None, rep
 
 
@@ -208,9 +206,13 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
     return files, skipped
 
 
-def _print_failure(rep) -> None:
-    for e in rep.errors:
+def _print_failure(errors, what: str | None = None, where: str = "") -> None:
+    """Verify's errors on stderr; with ``what`` (``cmd: routing on topology``) the line
+    saying nothing was written."""
+    for e in errors:
         print(f"verify: {e}", file=sys.stderr)
+    if what is not None:
+        print(f"{what} failed verification; nothing written{where}", file=sys.stderr)
 
 
 def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1):
@@ -285,10 +287,8 @@ def cmd_tables(args) -> int:
     def done(res):
         nonlocal status
         if not res["verified"]:
-            for e in res["errors"]:
-                print(f"verify: {e}", file=sys.stderr)
-            print(f"tables: {res['routing']} on {topo.name()} failed verification; nothing "
-                  f"written into {res['out']}", file=sys.stderr)
+            _print_failure(res["errors"], f"tables: {res['routing']} on {topo.name()}",
+                           f" into {res['out']}")
             status = 1
         else:
             console.log(f"{res['routing']}: {res['files']} files written into {res['out']} "
@@ -356,7 +356,7 @@ def cmd_verify(args) -> int:
         if ib is not None:
             _print_ib(ib)
     if not rep.ok:
-        _print_failure(rep)
+        _print_failure(rep.errors)
         return 1
     if not ib["ok"] and ib.get("expressible", True):
         what = "InfiniBand files" if files is not None else "InfiniBand"
@@ -529,7 +529,7 @@ def cmd_demo(args) -> int:
         ns = argparse.Namespace(routing=routing, nonmin=None, vcs=None)
         ts, rep = build_and_verify(topo, ns, console)
         if not rep.ok:
-            _print_failure(rep)
+            _print_failure(rep.errors)
             status = 1
             continue
         files, skipped = write_table_set(ts, rep, out / routing, ("json", "ib", "openflow"))
@@ -694,8 +694,12 @@ def parser() -> argparse.ArgumentParser:
                 "proofs for Slim Fly, Dragonfly and DSN-F fabrics.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def routing_args(sp):
-        sp.add_argument("--routing", required=True, choices=ROUTINGS)
+    def routing_args(sp, several: bool = False):
+        if several:     # names checked by routing.check_routing, one by one
+            sp.add_argument("--routing", required=True, help="a routing, or several "
+                            f"separated by commas (each into OUT/ROUTING); of {','.join(ROUTINGS)}")
+        else:
+            sp.add_argument("--routing", required=True, choices=ROUTINGS)
         sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
         sp.add_argument("--vcs", type=int, help="force the VC count (fewer fail verify)")
 
@@ -706,10 +710,7 @@ def parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("tables", help="compute, verify and export the tables")
     sp.add_argument("spec")
-    sp.add_argument("--routing", required=True, help="a routing, or several separated by "
-                    f"commas (each into OUT/ROUTING); of {','.join(ROUTINGS)}")
-    sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
-    sp.add_argument("--vcs", type=int, help="force the VC count (fewer fail verify)")
+    routing_args(sp, several=True)
     sp.add_argument("--out", required=True)
     sp.add_argument("--formats", default="json,ib,openflow")
     sp.add_argument("--jobs", type=int, help="worker processes: routings (or one routing's "
