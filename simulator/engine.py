@@ -326,7 +326,7 @@ def _path_reading(src, dst, c, inter, pk_args, R, V, NP, depth, credits, oq_flit
 @njit(cache=True, inline="always")
 def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is_global,
            host_off, R, V, NP, credits, oq_flits, backlog,
-           pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc, q_rt,
+           pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, q_rt,
            tmp_sw, tmp_po, tmp_vc):
     """Route computation for a packet that reached the head of input VC ``q`` of ``u``; at
     the source (class still undecided) first the source decision (class, intermediate).  The
@@ -402,15 +402,10 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
         return False
     pk_phase[pk] = ph
     pk_vc[pk] = nvc
-    if j == DELIVER:
-        pk_out[pk] = R + pk_dhost[pk] - host_off[u]
-        pk_ovc[pk] = 0
-    else:
-        pk_out[pk] = j
-        pk_ovc[pk] = v
-    q_rt[q, 0] = pk_out[pk]
-    q_rt[q, 1] = pk_ovc[pk]
-    backlog[u * NP + pk_out[pk]] += prm[P_SIZE]
+    out, ovc = (R + pk_dhost[pk] - host_off[u], 0) if j == DELIVER else (j, v)
+    q_rt[q, 0] = out
+    q_rt[q, 1] = ovc
+    backlog[u * NP + out] += prm[P_SIZE]
     return True
 
 
@@ -445,7 +440,7 @@ def _flit_sent(st, head, tail, ring_time, ring_idx, when, x):
 @njit(cache=True)
 def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, n_groups, bad3h,
                is_global, host_off, host_sw, peer, tr_lo, tr_hi,
-               pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc, pk_ready,
+               pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_ready,
                pk_gen, pk_inj, pk_hops, pk_label, free_list,
                in_q, in_head, in_cnt, in_rr, in_busy, credits, oq, oq_head, oq_cnt, oq_flits,
                out_busy, out_xbar, out_rr, acc_rr, backlog, ce_time, ce_idx, ce_amt,
@@ -571,7 +566,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     if not _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
                                   bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
                                   backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
-                                  pk_cls, pk_out, pk_ovc, q_rt, tmp_sw, tmp_po, tmp_vc):
+                                  pk_cls, q_rt, tmp_sw, tmp_po, tmp_vc):
                         st[S_ERR_U] = u
                         st[S_ERR_PK] = pk
                         return ST_NO_ROUTE, t
@@ -645,8 +640,6 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     # iSLIP (McKeown): request-grant-accept, round-robin grant pointers per
                     # output and accept pointers per input, moved only by a match of the
                     # first iteration; ``iters`` iterations over the unmatched ports
-                    for o in range(NP):
-                        best_i[o] = -1
                     for itr in range(iters):
                         for o in range(NP):
                             grant[o] = -1
@@ -739,7 +732,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         if not _route(u, nxt, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
                                       bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
                                       backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
-                                      pk_cls, pk_out, pk_ovc, q_rt, tmp_sw, tmp_po,
+                                      pk_cls, q_rt, tmp_sw, tmp_po,
                                       tmp_vc):
                             st[S_ERR_U] = u
                             st[S_ERR_PK] = nxt
@@ -776,7 +769,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                             if not _route(w, pk, q, t, prm, pk_args, cls_nonmin, cls_inter,
                                           n_groups, bad3h, is_global, host_off, R, V, NP,
                                           credits, oq_flits, backlog, pk_dst, pk_dhost,
-                                          pk_phase, pk_inter, pk_vc, pk_cls, pk_out, pk_ovc,
+                                          pk_phase, pk_inter, pk_vc, pk_cls,
                                           q_rt, tmp_sw, tmp_po, tmp_vc):
                                 st[S_ERR_U] = w
                                 st[S_ERR_PK] = pk

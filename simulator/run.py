@@ -58,8 +58,6 @@ class _State:
         self.pk_inter = np.zeros(pool, np.int64)
         self.pk_vc = np.zeros(pool, np.int64)
         self.pk_cls = np.zeros(pool, np.int64)
-        self.pk_out = np.zeros(pool, np.int64)
-        self.pk_ovc = np.zeros(pool, np.int64)
         self.pk_ready = np.zeros(pool, np.int64)
         self.pk_gen = np.zeros(pool, np.int64)
         self.pk_inj = np.zeros(pool, np.int64)
@@ -125,7 +123,7 @@ class _State:
         return E.run_cycles(
             t, t_end, drain, prate, s.prm, s.st, s.pk_args, p.cls_nonmin, p.cls_inter,
             p.n_groups, p.bad3h, s.is_global, s.host_off, s.host_sw, p.peer, lo, hi,
-            s.pk_dst, s.pk_dhost, s.pk_phase, s.pk_inter, s.pk_vc, s.pk_cls, s.pk_out, s.pk_ovc,
+            s.pk_dst, s.pk_dhost, s.pk_phase, s.pk_inter, s.pk_vc, s.pk_cls,
             s.pk_ready, s.pk_gen, s.pk_inj, s.pk_hops, s.pk_label, s.free_list,
             s.in_q, s.in_head, s.in_cnt, s.in_rr, s.in_busy, s.credits, s.oq, s.oq_head,
             s.oq_cnt, s.oq_flits, s.out_busy, s.out_xbar, s.out_rr, s.acc_rr, s.backlog, s.ce_time,
