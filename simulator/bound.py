@@ -70,17 +70,6 @@ def demand(topo, traffic: str, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     return D, eject
 
 
-@njit(cache=True, inline="always")
-def _allowed(s, d, i, kind, group, t0, bad3h):
-    """Whether ``i`` is one of the intermediates ``TableSet.candidates`` allows (and
-    ``sample_inter`` draws from) for ``s -> d``."""
-    if kind == E.INTER_GROUP:
-        return i != group[s] and i != group[d]
-    if i == s or i == d:
-        return False
-    return not (kind == E.INTER_3H and (bad3h[s, d] >> np.uint64(t0[s, i])) & np.uint64(1))
-
-
 @njit(cache=True)
 def _accumulate(ps, pd, pw, c, kind, n_groups, T, cls_t0, cls_t1, cls_target0, cls_exit,
                 cls_vcbase, onpath_t, group, adj, exit_port, vc_inc, num_vcs, bad3h, load):
@@ -102,12 +91,12 @@ def _accumulate(ps, pd, pw, c, kind, n_groups, T, cls_t0, cls_t1, cls_target0, c
             m = n_groups if kind == E.INTER_GROUP else n
             cnt = 0
             for i in range(m):
-                cnt += _allowed(s, d, i, kind, group, t0, bad3h)
+                cnt += E.inter_allowed(s, d, i, kind, group, t0, bad3h)
             if cnt == 0:
                 return 0.0, k
         wi = w / cnt
         for i in range(m):
-            if kind != E.INTER_NONE and not _allowed(s, d, i, kind, group, t0, bad3h):
+            if kind != E.INTER_NONE and not E.inter_allowed(s, d, i, kind, group, t0, bad3h):
                 continue
             inter = -1 if kind == E.INTER_NONE else i
             h = E.walk_c(s, d, c, inter, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,

@@ -264,21 +264,22 @@ def bad_first_hops(adj, t0, t1):
 @njit(cache=True)
 def sample_inter(src, dst, kind, n, n_groups, group, adj, t0, bad3h):
     """A random intermediate of the kind ``TableSet.candidates`` allows (uniform over them)."""
-    if kind == INTER_GROUP:
-        gs, gd = group[src], group[dst]
-        while True:
-            g = np.random.randint(n_groups)
-            if g != gs and g != gd:
-                return g
+    m = n_groups if kind == INTER_GROUP else n
     while True:
-        i = np.random.randint(n)
-        if i == src or i == dst:
-            continue
-        if kind == INTER_3H:
-            j = t0[src, i]
-            if (bad3h[src, dst] >> np.uint64(j)) & np.uint64(1):
-                continue
-        return i
+        i = np.random.randint(m)
+        if inter_allowed(src, dst, i, kind, group, t0, bad3h):
+            return i
+
+
+@njit(cache=True, inline="always")
+def inter_allowed(s, d, i, kind, group, t0, bad3h):
+    """Whether ``i`` is one of the intermediates ``TableSet.candidates`` allows for
+    ``s -> d`` (a group for group-level Valiant)."""
+    if kind == INTER_GROUP:
+        return i != group[s] and i != group[d]
+    if i == s or i == d:
+        return False
+    return not (kind == INTER_3H and (bad3h[s, d] >> np.uint64(t0[s, i])) & np.uint64(1))
 
 
 # ---------------------------------------------------------------------------------------------
