@@ -105,12 +105,8 @@ def _atomic_write(path: str, chunks: Chunks | bytes | str) -> str:
     the next is asked for: producers reuse their buffers.  (String paths: an export writes
     thousands of files.)"""
     tmp = f"{path}.tmp-{os.getpid()}"
-    if isinstance(chunks, (bytes, str)):
-        chunks = (chunks,)
     try:
-        with open(tmp, "wb") as f:
-            for c in chunks:
-                f.write(c.encode() if isinstance(c, str) else c)
+        _write(tmp, chunks)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -628,15 +624,24 @@ def lft_lids(ts: TableSet, plan: LidPlan):
     return lids, dst, local, is_host, who, layer
 
 
-def lft_row(topo: Topology, lids, layers, u: int) -> np.ndarray:
+def lft_row(topo: Topology, lids, layers, u: int,
+            out: np.ndarray | None = None) -> np.ndarray:
     """Switch ``u``'s out port for every LID of ``lids`` (:func:`lft_lids`): layer ``k``'s
     next hop for a LID of offset ``k``; at the LID's own switch its local port (0 for the
-    switch's own LID)."""
+    switch's own LID).  The exporter writes these ports and ``fabroute verify`` compares
+    the file with them."""
     _, dst, local, _, _, layer = lids
-    port = layers.nxt[layer, u, dst].astype(np.intp) + (int(topo.hosts[u]) + 1)
-    here = dst == u
-    port[here] = local[here]
-    return port
+    if out is None:
+        out = np.empty(len(dst), dtype=np.intp)
+    _lft_ports(layers.nxt, layer, dst, local, u, int(topo.hosts[u]) + 1, out)
+    return out
+
+
+@njit(cache=True)
+def _lft_ports(nxt, layer, dst, local, u, first, out):
+    """:func:`lft_row` (``first``: the port number of ``u``'s network port 0)."""
+    for i in range(dst.shape[0]):
+        out[i] = local[i] if dst[i] == u else nxt[layer[i], u, dst[i]] + first
 
 
 def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: bool) -> Chunks:
@@ -649,9 +654,9 @@ def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: b
     # every LID's line once, port 000; per switch only the port digits change
     rows = _RowFormats(hp_hex + h_name + sw_hex + sw_name)
     lid, port, guid, name = _fields(4)
-    kinds = [(_HEX, 4), (_DEC, 3), _TEXT, _TEXT]
-    ca = rows.add(m.entry(lid, port, "Channel Adapter", guid, name, comments), kinds)
-    sw = rows.add(m.entry(lid, port, "Switch", guid, name, comments), kinds)
+    fields = [(_HEX, 4), (_DEC, 3), _TEXT, _TEXT]
+    ca = rows.add(m.entry(lid, port, "Channel Adapter", guid, name, comments), fields)
+    sw = rows.add(m.entry(lid, port, "Switch", guid, name, comments), fields)
     rows.compile()
     H = topo.n_hosts
     vals = np.stack([lids, np.zeros_like(lids), np.where(is_host, who, 2 * H + who),
@@ -660,27 +665,13 @@ def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: b
     footer = str(m.footer(plan.top)).encode()
     kinds = [f"{k}={kind}" for k, kind in enumerate(layers.kinds)]
     yield str(m.preamble(ts.routing, topo.name(), kinds, missing, plan.lmc, comments))
-    _, dst, local, _, _, layer = all_lids
+    ports = np.empty(len(lids), dtype=np.intp)
     for u in range(n):
         # the body is rewritten in place: each chunk is written before the next is made
-        _put_ports(body, at, layers.nxt, layer, dst, local, u, int(topo.hosts[u]) + 1)
+        _put_decimal(body, at, lft_row(topo, all_lids, layers, u, ports), 3)
         yield str(m.header(plan.top, int(plan.switch_lid[u]), sw_hex[u], sw_name[u])).encode()
         yield memoryview(body)
         yield footer
-
-
-@njit(cache=True)
-def _put_ports(body, at, nxt, layer, dst, local, u, first):
-    """Write switch ``u``'s port for LID ``i`` (:func:`lft_row`; ``first`` is the port number
-    of its network port 0) as three decimal digits at ``body[at[i]:]``."""
-    row = nxt[:, u]
-    for i in range(at.shape[0]):
-        d = dst[i]
-        p = uint64(local[i] if d == u else row[layer[i], d] + first)
-        a = uint64(at[i])
-        body[a] = 48 + p // uint64(100)
-        body[a + uint64(1)] = 48 + p // uint64(10) % uint64(10)
-        body[a + uint64(2)] = 48 + p % uint64(10)
 
 
 def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
