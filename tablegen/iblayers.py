@@ -39,7 +39,7 @@ from numba import njit
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ._walk import by_dst
+from ._walk import by_dst, lengths
 from .ib_apply import VL_DROP, BadInput
 from .tables import PathClass, TableSet
 
@@ -397,9 +397,14 @@ def _hop_counts(nxt: np.ndarray, adj: np.ndarray) -> tuple[np.ndarray, str]:
     gigabytes at N = 4096."""
     L, n, _ = nxt.shape
     hops = np.empty((L, n, n), dtype=np.int16)
-    nxt_t = np.ascontiguousarray(nxt.transpose(0, 2, 1))
-    if _walk_hops_once(nxt_t, adj, hops):
+    by_d = np.empty((n, n), dtype=np.int16)
+    for k in range(L):
+        if lengths(adj, by_dst(nxt[k]), by_d)[0] >= 0:
+            break       # a missing entry or a loop: _walk_hops finds the one to report
+        hops[k] = by_dst(by_d)
+    else:
         return hops, ""
+    nxt_t = np.ascontiguousarray(nxt.transpose(0, 2, 1))
     err = np.full(4, -1, dtype=np.int64)
     _walk_hops(nxt_t, adj, hops, err)
     p, step, lp = err[0], err[1], err[2]
@@ -408,39 +413,6 @@ def _hop_counts(nxt: np.ndarray, adj: np.ndarray) -> tuple[np.ndarray, str]:
     if lp >= 0:
         return hops, f"layer {lp // (n * n)} loops from switch {lp // n % n} toward {lp % n}"
     return hops, ""
-
-
-@njit(cache=True)
-def _walk_hops_once(nxt_t, adj, hops):
-    """The path lengths of :func:`_walk_hops` in O(L N^2): a walk stops at the first switch
-    whose length toward the destination is known and passes it back.  Returns False at the
-    first missing entry or loop (:func:`_walk_hops` then finds the one to report)."""
-    L, n, _ = nxt_t.shape
-    known = np.empty(n, dtype=np.int64)
-    mark = np.empty(n, dtype=np.int64)
-    stack = np.empty(n, dtype=np.int64)
-    for k in range(L):
-        for d in range(n):
-            row = nxt_t[k, d]
-            known[:] = -1
-            mark[:] = -1
-            known[d] = 0
-            for u in range(n):
-                x, top = u, 0
-                while known[x] < 0:
-                    if mark[x] == u or row[x] < 0 or adj[x, row[x]] < 0:
-                        return False
-                    mark[x] = u
-                    stack[top] = x
-                    top += 1
-                    x = adj[x, row[x]]
-                h = known[x]
-                for i in range(top - 1, -1, -1):
-                    h += 1
-                    known[stack[i]] = h
-            for u in range(n):
-                hops[k, u, d] = known[u]
-    return True
 
 
 @njit(cache=True)
