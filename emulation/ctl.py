@@ -78,21 +78,14 @@ class Controller:
         """Wait until ``n_switches`` switches are verified; returns the seconds since the
         controller was started.  Raises :class:`EmulationError` with the status and log tail
         on a failed switch, a dead controller or the timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise EmulationError(f"fabroute controller exited ({self.proc.returncode}): "
-                                     f"{self.log_tail()}")
-            st = self.status()
+        def verified(st):
             if st.get("failed"):
                 raise EmulationError(f"controller: {st['failed']} switch(es) failed "
                                      f"verification: {json.dumps(st)[:1500]}")
-            if st.get("verified", 0) >= n_switches:
-                return time.perf_counter() - self.t_start
-            time.sleep(0.05)
-        raise EmulationError(f"controller: not all {n_switches} switches verified within "
-                             f"{timeout:.0f} s: {json.dumps(self.status())[:1500]}\n"
-                             f"{self.log_tail()}")
+            return st.get("verified", 0) >= n_switches
+
+        self.wait_for(verified, timeout, f"all {n_switches} switches verified")
+        return time.perf_counter() - self.t_start
 
     def wait_for(self, cond, timeout: float = 60.0, what: str = "condition") -> dict:
         """Wait until ``cond(status)`` holds; returns that status.  Raises
@@ -100,12 +93,12 @@ class Controller:
         timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise EmulationError(f"fabroute controller exited ({self.proc.returncode}): "
+                                     f"{self.log_tail()}")
             st = self.status()
             if st and cond(st):
                 return st
-            if self.proc.poll() is not None:
-                raise EmulationError(f"fabroute controller exited ({self.proc.returncode}) "
-                                     f"waiting for {what}\n{self.log_tail()}")
             time.sleep(0.05)
         raise EmulationError(f"controller: no {what} within {timeout:.0f} s: "
                              f"{json.dumps(self.status())[:1500]}\n{self.log_tail()}")

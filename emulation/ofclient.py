@@ -97,11 +97,11 @@ class FlowReader:
     def _recv_exact(self, s: socket.socket, n: int) -> bytes:
         buf = bytearray()
         deadline = time.monotonic() + self.timeout
+        # poll, not select: a big net has more than FD_SETSIZE (1024) descriptors open
+        p = select.poll()
+        p.register(s, select.POLLIN)
         while len(buf) < n:
             left = deadline - time.monotonic()
-            # poll, not select: a big net has more than FD_SETSIZE (1024) descriptors open
-            p = select.poll()
-            p.register(s, select.POLLIN)
             if left <= 0 or not p.poll(left * 1000):
                 raise OpenFlowClientError("timeout reading from ovs-vswitchd")
             chunk = s.recv(n - len(buf))

@@ -210,8 +210,10 @@ class Prober:
         """Send one probe per ordered pair of emulated hosts (or per pair of ``pairs``) and
         count what arrives where.  ``window`` probes are sent, then the receivers drained
         (so a few thousand frames/s, what the userspace datapath keeps up with); ``settle``
-        seconds of silence end the check.  A probe lost (not misdelivered) is sent again
-        with the same UDP source port, so on the same path, up to ``retries`` times in
+        seconds of silence end the check.  A probe that did not reach its destination is
+        sent again (a misdelivered one too: it stays in ``misdelivered``, which fails the
+        check whatever the resend does) with the same UDP source port, so on the same
+        path, up to ``retries`` times in
         smaller windows: the userspace datapath drops first packets of new flows when its
         upcall handling falls behind (a loaded machine), which says nothing about the
         tables; ``resent`` counts them."""
