@@ -146,29 +146,22 @@ def load_experiment(path) -> tuple[dict, SimConfig]:
     return exp, SimConfig.from_dict(rest)
 
 
-# simulator routing name -> (tablegen routing, UGAL-L non-minimal class, UGAL knowledge)
+# simulator routing name -> (tablegen routing, UGAL-L non-minimal class, the config keys the
+# name fixes: UGAL knowledge, Kim's UGAL-L_VC_H rule, UGAL-G's reading)
 ROUTINGS = {
-    "min": ("min", None, None),
-    "val": ("val", None, None),
-    "val-nta": ("val-nta", None, None),
-    "val-3h": ("val-3h", None, None),
-    "ugal-l": ("ugal-l", None, "local"),
-    "ugal-l-ori": ("ugal-l", "val", "local"),
-    "ugal-l-nta": ("ugal-l", "val-nta", "local"),
-    "ugal-l-3h": ("ugal-l", "val-3h", "local"),
-    "ugal-l-vch": ("ugal-l", None, "local"),
-    "ugal-g": ("ugal-l", None, "global"),
-    "ugal-g-bh": ("ugal-l", None, "global"),
-    "ugal-g-b": ("ugal-l", None, "global"),
-    "ugal-g-c": ("ugal-l", None, "global"),
-    "dsnf": ("dsnf", None, None),
-}
-
-#: routing names that also fix a config key (UGAL-G's named readings, Kim's UGAL-L_VC_H;
-#: ``ugal-g`` / ``ugal-l`` use the config's ``ugal_g_reading`` / ``ugal_rule``)
-ROUTING_CONFIG = {
-    "ugal-l-vch": {"ugal_rule": "vch"},
-    "ugal-g-bh": {"ugal_g_reading": "backlog-hops"},
-    "ugal-g-b": {"ugal_g_reading": "backlog"},
-    "ugal-g-c": {"ugal_g_reading": "credits-hops"},
+    "min": ("min", None, {}),
+    "val": ("val", None, {}),
+    "val-nta": ("val-nta", None, {}),
+    "val-3h": ("val-3h", None, {}),
+    "ugal-l": ("ugal-l", None, {"ugal": "local"}),
+    "ugal-l-ori": ("ugal-l", "val", {"ugal": "local"}),
+    "ugal-l-nta": ("ugal-l", "val-nta", {"ugal": "local"}),
+    "ugal-l-3h": ("ugal-l", "val-3h", {"ugal": "local"}),
+    "ugal-l-vch": ("ugal-l", None, {"ugal": "local", "ugal_rule": "vch"}),
+    # UGAL-G: ``ugal-g`` uses the config's ``ugal_g_reading``, the others name one
+    "ugal-g": ("ugal-l", None, {"ugal": "global"}),
+    "ugal-g-bh": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "backlog-hops"}),
+    "ugal-g-b": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "backlog"}),
+    "ugal-g-c": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "credits-hops"}),
+    "dsnf": ("dsnf", None, {}),
 }

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from . import engine as E
-from .config import ROUTING_CONFIG, ROUTINGS, SimConfig
+from .config import ROUTINGS, SimConfig
 from .traffic import pattern
 
 
@@ -24,9 +24,8 @@ def tables_for(topo, routing: str, vcs: int | None = None):
 
     if routing not in ROUTINGS:
         raise ValueError(f"routing {routing!r} is unknown; expected one of {', '.join(ROUTINGS)}")
-    r, nonmin, mode = ROUTINGS[routing]
-    ts = build_tables(topo, r, nonmin=nonmin, vcs=vcs)
-    return ts, {**({"ugal": mode} if mode else {}), **ROUTING_CONFIG.get(routing, {})}
+    r, nonmin, config = ROUTINGS[routing]
+    return build_tables(topo, r, nonmin=nonmin, vcs=vcs), dict(config)
 
 
 class _State:

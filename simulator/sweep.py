@@ -99,7 +99,7 @@ def plot(res: dict, path, title: str | None = None, ymax: float | None = None) -
     import matplotlib.pyplot as plt
 
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
-    summ = res.get("summary", {})
+    summ = res.get("summary") or summarize(res, bounds=False)
     lat_ok = [p["latency_avg"] for p in res["points"]
               if not p["saturated"] and p["latency_avg"] is not None]
     top = ymax or (3 * max(lat_ok) if lat_ok else 100)
@@ -110,8 +110,8 @@ def plot(res: dict, path, title: str | None = None, ymax: float | None = None) -
         pts = [p for p in allp if p["latency_avg"]]   # saturated points may deliver none
         x = [p["offered"] for p in pts]
         y = [min(p["latency_avg"], top) for p in pts]
-        b = summ.get(r, {}).get("bound")
-        lo, hi = _sat(allp), min([p["offered"] for p in allp if p["saturated"]], default=None)
+        b = summ[r].get("bound")
+        lo, hi = summ[r]["saturation"], summ[r]["first_saturated"]
         sat = f"sat. {lo:g}–{hi:g}" if hi is not None else f"sat. > {lo:g}"
         lab = f"{r} ({sat}" + (f", bound {b:.3f})" if b else ")")
         (line,) = ax.plot(x, y, "-", label=lab)
@@ -186,17 +186,23 @@ def summarize(res: dict, bounds: bool = True) -> dict:
 
 
 def _bound(spec: str, routing: str, traffic: str, seed: int) -> dict:
+    """The bound of ``routing``'s tables, once per tables: names that differ only in
+    simulator config (``ugal-l`` / ``ugal-g``, UGAL-G's readings) share it."""
     from tablegen.spec import build
 
     from .bound import throughput_bound
+    from .config import ROUTINGS
     from .run import tables_for
 
-    key = ("bound", spec)
-    topo = _CACHE.get(key) or build(spec)
-    _CACHE[key] = topo
-    ts, _ = tables_for(topo, routing)
-    b = throughput_bound(ts, traffic, seed)
-    d = {"bound": b["bound"], "class_bounds": {k: v["bound"] for k, v in b["classes"].items()}}
-    if "mix" in b:
-        d["mix_bound"] = b["mix"]["bound"]
-    return d
+    key = ("bound", spec, *ROUTINGS[routing][:2], traffic, seed)
+    if key not in _CACHE:
+        topo = _CACHE.get(spec) or build(spec)
+        _CACHE[spec] = topo
+        ts, _ = tables_for(topo, routing)
+        b = throughput_bound(ts, traffic, seed)
+        d = {"bound": b["bound"],
+             "class_bounds": {k: v["bound"] for k, v in b["classes"].items()}}
+        if "mix" in b:
+            d["mix_bound"] = b["mix"]["bound"]
+        _CACHE[key] = d
+    return dict(_CACHE[key])
