@@ -42,6 +42,7 @@ from scipy.sparse.csgraph import connected_components
 from ._walk import by_dst, lengths
 from .ib_apply import VL_DROP, BadInput
 from .tables import PathClass, TableSet
+from .verify import cdg_edges
 
 __all__ = ["IB_DATA_VLS", "IbError", "IbLayers", "assign_sls", "build_layers", "ib_routing",
            "sl2vl_array", "verify_ib", "verify_ib_files", "walk_layers"]
@@ -729,10 +730,7 @@ def verify_ib(layers: IbLayers, sl2vl: np.ndarray, max_cycle_print: int = 32) ->
         errors.append(f"VL {rep['vl_max']} used; ibsim ports report {IB_DATA_VLS} data VLs "
                       f"(0..{IB_DATA_VLS - 1})")
     # node numbering (channel * 16 + VL) and order (sorted) of the edges as before
-    ins, cols = np.nonzero(deps)
-    chan = ins // V
-    a = chan * NUM_SLS + ins % V
-    b = (adj[chan // r, chan % r] * r + cols // V) * NUM_SLS + cols % V
+    a, b = cdg_edges(deps, adj, V, NUM_SLS)
     rep["cdg"], cyc = _cdg_summary(a, b, n * r * NUM_SLS, NUM_SLS)
     if cyc:
         text = " -> ".join(f"{x // NUM_SLS // r}:"
@@ -1039,10 +1037,7 @@ def verify_ib_files(f, ts: TableSet, max_cycle_print: int = 32,
     rep["sls_used"] = int(sl_seen.sum())
     rep["vls_used"] = int(vl_seen.sum())
     rep["vl_max"] = int(np.flatnonzero(vl_seen).max(initial=0))
-    ins, cols = np.nonzero(deps)
-    # the in-channel's far end is the switch its out-channel leaves
-    far = fa.peer_sw[ins // (P1 * V), (ins // V) % P1].astype(np.int64)
-    outs = (far * P1 + cols // V) * V + cols % V
+    ins, outs = cdg_edges(deps, fa.peer_sw, V)
     rep["cdg"], cyc = _cdg_summary(ins, outs, n * P1 * V, V)
     if cyc:
         text = " -> ".join(f"{fa.sw_id[x // (P1 * V)]}:{x // V % P1}(vl{x % V})"

@@ -122,16 +122,27 @@ def _walker(c):
     return {"reach": run_reach, "first_hop": run_3h, "on_path": run_nta}[c.exit]
 
 
+def cdg_edges(deps: np.ndarray, far: np.ndarray, V: int,
+              stride: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The edges ``a -> b`` of a channel dependency graph recorded as ``deps[in_channel,
+    out_port * V + out_vc]``, where channel ``(u, j, vc)`` is ``(u * P + j) * V + vc`` and
+    ``far[u, j]`` (``P`` columns) is the switch it leads to, from which the out-channel
+    leaves.  Nodes are ``(u * P + j) * stride + vc`` (default ``stride = V``), in the sorted
+    order of ``deps``' entries."""
+    stride = V if stride is None else stride
+    P = far.shape[1]
+    ins, cols = np.nonzero(deps)
+    ch = ins // V
+    a = ch * stride + ins % V
+    b = (far[ch // P, ch % P].astype(np.int64) * P + cols // V) * stride + cols % V
+    return a, b
+
+
 def _check_cdg(ts: TableSet, deps, report: Report, max_cycle_print: int) -> None:
     topo = ts.topo
     n, r = topo.adj.shape
     V = ts.num_vcs
-    ins, cols = np.nonzero(deps)
-    # in-channel (u, j, vc) ends at switch adj[u, j]; the out-channel leaves there
-    u_in = ins // (r * V)
-    j_in = (ins // V) % r
-    w = topo.adj[u_in, j_in]
-    outs = (w.astype(np.int64) * r + cols // V) * V + cols % V
+    ins, outs = cdg_edges(deps, topo.adj, V)
     nchan = n * r * V
     per_vc = np.bincount(outs % V, minlength=V)
     report.cdg = {"channels": int(np.unique(np.concatenate([ins, outs])).size) if len(ins) else 0,
