@@ -1,4 +1,5 @@
 import functools
+import shutil
 
 import pytest
 
@@ -32,3 +33,14 @@ def pytest_configure(config):
         "ovs: runs real Open vSwitch (userspace datapath) and Mininet hosts as root "
         "(apt: openvswitch-switch mininet); one net at a time: keep these tests in the "
         "xdist group 'ovs' (pytest -n 2 --dist loadgroup)")
+
+
+def edited_copy(src, dst, name, edit):
+    """``src`` copied to ``dst`` with file ``name`` rewritten by ``edit(text)``, which must
+    change it (a no-op edit would make a negative test pass for nothing)."""
+    shutil.copytree(src, dst)
+    text = (dst / name).read_text()
+    new = edit(text)
+    assert new != text, f"the edit of {name} changed nothing"
+    (dst / name).write_text(new)
+    return dst

@@ -14,6 +14,8 @@ import pytest
 from tablegen import ib_apply
 from tablegen.cli import main
 
+from conftest import edited_copy
+
 pytestmark = pytest.mark.ib
 
 
@@ -232,13 +234,6 @@ def _one_line_exit_2(capsys, *argv):
     return err
 
 
-def _edited_copy(src: Path, dst: Path, name: str, edit) -> Path:
-    shutil.copytree(src, dst)
-    f = dst / name
-    f.write_text(edit(f.read_text()))
-    return dst
-
-
 def test_bad_input_exit_2_before_starting_anything(sf5, df, tmp_path, capsys):
     assert "is not a directory" in _one_line_exit_2(capsys, "ib", "apply", str(tmp_path / "no"))
     json_only = tmp_path / "json-only"
@@ -273,7 +268,7 @@ def test_bad_input_exit_2_before_starting_anything(sf5, df, tmp_path, capsys):
         ("guid2lid", lambda t: "0x0badc0de00000001 0x0100 0x0100\n" + t, "no port of this fabric"),
     ]
     for k, (name, edit, needle) in enumerate(cases):
-        d = _edited_copy(sf5, tmp_path / f"bad-{k}", f"ib/{name}", edit)
+        d = edited_copy(sf5, tmp_path / f"bad-{k}", f"ib/{name}", edit)
         assert needle in _one_line_exit_2(capsys, "ib", "apply", str(d)), (name, needle)
 
     # files of another fabric: Slim Fly tables (50 switches) in a Dragonfly directory (36)
@@ -313,7 +308,7 @@ def test_lft_gaps_no_port_and_foreign_lids_are_bad_input(sf5, tmp_path, capsys):
          f"switch {sw3['guid']} LID 0x0fff belongs to no port of this fabric"),
     ]
     for k, (edit, needle) in enumerate(cases):
-        d = _edited_copy(sf5, tmp_path / f"lft-{k}", "ib/lfts.dump", edit)
+        d = edited_copy(sf5, tmp_path / f"lft-{k}", "ib/lfts.dump", edit)
         for cmd in (("ib", "apply"), ("verify",)):
             assert needle in _one_line_exit_2(capsys, *cmd, str(d)), (cmd, needle)
     assert _ours() == []

@@ -16,6 +16,8 @@ from tablegen.iblayers import (IB_DATA_VLS, IbError, assign_sls, build_layers, i
 from tablegen.routing import build_tables
 from tablegen.spec import build
 
+from conftest import edited_copy
+
 
 @functools.lru_cache(maxsize=None)
 def routed(spec: str, routing: str, lmc: int):
@@ -409,17 +411,6 @@ def sf5_export(tmp_path_factory):
     return out
 
 
-def _edited(src, dst, name, edit):
-    import shutil
-
-    shutil.copytree(src, dst)
-    text = (dst / name).read_text()
-    new = edit(text)
-    assert new != text, "the edit changed nothing"
-    (dst / name).write_text(new)
-    return dst
-
-
 def _verify(capsys, d, *extra):
     code = main(["verify", str(d), *extra])
     out, err = capsys.readouterr()
@@ -456,7 +447,7 @@ def _cycle_is_real(guids: dict, text: str) -> list[int]:
 
 def test_verify_rejects_the_sl2vl_edit_with_its_cycle(sf5_export, tmp_path, capsys):
     """The audit's repro: SL 1 mapped to VL 1 instead of 2 on every switch-to-switch row."""
-    d = _edited(sf5_export, tmp_path / "sl2vl", "sl2vl.dump",
+    d = edited_copy(sf5_export, tmp_path / "sl2vl", "sl2vl.dump",
                 lambda t: re.sub(r"(?m)^([0-9]+ +[0-9]+ +:) 1  2 ", r"\1 1  1 ", t))
     code, out, err = _verify(capsys, d)
     assert code == 1 and "InfiniBand (LMC 2): FAILED" in out
@@ -492,7 +483,7 @@ def test_verify_rejects_an_lft_loop_with_the_path(sf5_export, tmp_path, capsys):
         sec = re.sub(rf"(?m)^{lid} \d+", f"{lid} {back:03d}", sec, count=1)
         return head + f" guid {sw[v]['guid']} " + sec
 
-    d = _edited(sf5_export, tmp_path / "loop", "lfts.dump", edit)
+    d = edited_copy(sf5_export, tmp_path / "loop", "lfts.dump", edit)
     code, _, err = _verify(capsys, d)
     assert code == 1
     loop = next(l for l in err.splitlines() if "paths loop" in l)
@@ -523,7 +514,7 @@ def test_verify_rejects_an_lft_loop_with_the_path(sf5_export, tmp_path, capsys):
 ])
 def test_verify_reads_path_sls_and_drops_from_the_files(sf5_export, tmp_path, capsys, name,
                                                          edit, needle):
-    d = _edited(sf5_export, tmp_path / "e", name, edit)
+    d = edited_copy(sf5_export, tmp_path / "e", name, edit)
     code, _, err = _verify(capsys, d)
     assert code == 1 and needle in err, err
 
