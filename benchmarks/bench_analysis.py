@@ -1,4 +1,4 @@
-"""Time :func:`tablegen.analysis.analyze` on a 64x64 torus (N = 4096 switches).
+"""Time :func:`tablegen.analysis.layout.analyze` on a 64x64 torus (N = 4096 switches).
 
 Usage::
 
@@ -16,8 +16,10 @@ import time
 
 import numpy as np
 
-from tablegen.analysis import analyze, distance_matrix
-from tablegen.baselines import build_torus, torus_dor_tables
+from tablegen.analysis.layout import analyze
+from tablegen.routing.torus import torus_dor_tables
+from tablegen.topologies.baselines import build_torus
+from tablegen.topology import distance_matrix
 
 
 def _time(fn, repeat: int) -> tuple[float, float, object]:

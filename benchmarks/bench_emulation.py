@@ -4,7 +4,7 @@ all-pairs probe time, exact path checks.
 
     .venv/bin/python benchmarks/bench_emulation.py [--case NAME ...] [--json FILE]
 
-Each case runs in this process through ``emulation.session.run`` (the code behind
+Each case runs in this process through ``emulation.mininet.session.run`` (the code behind
 ``fabroute emulate``); results go to stdout (one JSON line per case) and, with ``--json``,
 are appended to FILE.
 """
@@ -15,9 +15,9 @@ import argparse
 import json
 import time
 
-from emulation.session import run
-from tablegen.routing import build_tables
-from tablegen.spec import build
+from emulation.mininet.session import run
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
 
 CASES = {                # name: (SPEC, routing, hosts attached per switch or None = all)
     "sf5-min": ("slimfly:q=5", "min", None),

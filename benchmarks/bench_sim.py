@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simulator.config import SimConfig  # noqa: E402
 from simulator.run import simulate, tables_for  # noqa: E402
-from tablegen.spec import build  # noqa: E402
+from tablegen.topologies.spec import build  # noqa: E402
 
 
 def main(argv=None) -> dict:

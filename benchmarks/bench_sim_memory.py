@@ -31,7 +31,7 @@ def _case(spec: str, routing: str, fc: str, q) -> None:
     from simulator import engine as E
     from simulator.config import SimConfig
     from simulator.run import _params, _State, simulate, tables_for
-    from tablegen.spec import build
+    from tablegen.topologies.spec import build
 
     topo = build(spec)
     ts, over = tables_for(topo, routing)

@@ -55,8 +55,8 @@ def _size(path: Path) -> int:
 
 def _run(name: str, export: bool, out: str, keep: bool, jobs: int, q) -> None:
     from tablegen.cli import write_routings
-    from tablegen.routing import build_tables
-    from tablegen.spec import build
+    from tablegen.routing.build import build_tables
+    from tablegen.topologies.spec import build
     from tablegen.verify import verify
 
     spec, routings = CASES[name]

@@ -39,8 +39,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import engine as E
-from .traffic import pattern
+from simulator import engine as E
+from simulator.traffic import pattern
 
 
 def demand(topo, traffic: str, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -269,9 +269,8 @@ def throughput_bound(ts, traffic: str = "uniform", seed: int = 1,
 def cmd_bound(args, topo=None) -> dict:
     """The bound for parsed ``args`` (``spec`` or a built ``topo``, and the fields of
     :func:`simulator.cli.add_bound_args`)."""
-    from tablegen.spec import build
-
-    from .run import tables_for
+    from simulator.run import tables_for
+    from tablegen.topologies.spec import build
 
     topo = topo if topo is not None else build(args.spec)
     ts, _ = tables_for(topo, args.routing)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-from .config import ROUTINGS, SimConfig, load_experiment
+from simulator.config import ROUTINGS, SimConfig, load_experiment
+from tablegen.errors import BadInput
 
 
 def add_parsers(subparsers) -> None:
@@ -73,11 +74,9 @@ def _sets(sets) -> dict:
 
 
 def cmd_simulate(args) -> int:
-    from tablegen.cli import UsageError
-    from tablegen.spec import build
-
-    from .run import simulate, tables_for
-    from .traffic import parse
+    from simulator.run import simulate, tables_for
+    from simulator.traffic import parse
+    from tablegen.topologies.spec import build
 
     try:                        # bad input: one line, exit 2, before any simulation
         cfg = _config(args.config, args.set)
@@ -87,7 +86,7 @@ def cmd_simulate(args) -> int:
                              "per host)")
         ts, over = tables_for(build(args.spec), args.routing, args.vcs)
     except (ValueError, KeyError, OSError) as e:
-        raise UsageError(f"simulate: {e}") from None
+        raise BadInput(f"simulate: {e}") from None
     if over:
         cfg = cfg.replace(**over)
     r = simulate(ts, cfg, args.traffic, args.load, args.seed)
@@ -97,10 +96,9 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from tablegen.cli import UsageError
 
-    from .sweep import sweep
-    from .traffic import parse
+    from simulator.sweep import sweep
+    from simulator.traffic import parse
 
     exp: dict = {}
     cfg = None
@@ -118,12 +116,12 @@ def cmd_sweep(args) -> int:
         if loads and not all(0 < x <= 1 for x in loads):
             raise ValueError(f"--loads {loads}; expected 0 < load <= 1")
     except (ValueError, KeyError, OSError) as e:
-        raise UsageError(f"sweep: {e}") from None
+        raise BadInput(f"sweep: {e}") from None
     spec = args.spec or exp.get("spec")
     routings = args.routing or exp.get("routings")
     traffic = args.traffic or exp.get("traffic", "uniform")
     if not (spec and routings and loads):
-        raise UsageError("sweep: needs SPEC, --routing and --loads (or --experiment FILE)")
+        raise BadInput("sweep: needs SPEC, --routing and --loads (or --experiment FILE)")
     seed = args.seed if args.seed is not None else exp.get("seed", 1)
     out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
     res = sweep(spec, routings, traffic, loads, cfg, seed=seed,

@@ -3,7 +3,7 @@
 Nothing here is a second routing implementation: :func:`step_c` is the compiled twin of
 :meth:`tablegen.tables.TableSet.step` (same header state, same exit rules, same VC increment
 with saturation) running over the packed arrays of a :class:`~tablegen.tables.TableSet`
-(:class:`Packed`), and the UGAL decisions call the functions of :mod:`tablegen.ugal`, compiled
+(:class:`Packed`), and the UGAL decisions call the functions of :mod:`tablegen.routing.ugal`, compiled
 with ``numba.njit`` as they are.
 
 Router model (one cycle = one flit time on a channel; see ``docs/simulator.md``):
@@ -35,9 +35,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tablegen import ugal as _ugal
+from tablegen.routing import ugal as _ugal
 
-# compiled copies of tablegen.ugal's decision rules (the same Python functions, compiled)
+# compiled copies of tablegen.routing.ugal's decision rules (the same Python functions, compiled)
 ugal_kim = njit(cache=True)(_ugal.ugal_kim)
 ugal_kim_vch = njit(cache=True)(_ugal.ugal_kim_vch)
 ugal_yebenes = njit(cache=True)(_ugal.ugal_yebenes)

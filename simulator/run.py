@@ -13,14 +13,14 @@ import math
 
 import numpy as np
 
-from . import engine as E
-from .config import ROUTINGS, SimConfig
-from .traffic import pattern
+from simulator import engine as E
+from simulator.config import ROUTINGS, SimConfig
+from simulator.traffic import pattern
 
 
 def tables_for(topo, routing: str, vcs: int | None = None):
     """``(TableSet, config overrides)`` for a simulator routing name (:data:`ROUTINGS`)."""
-    from tablegen.routing import build_tables
+    from tablegen.routing.build import build_tables
 
     if routing not in ROUTINGS:
         raise ValueError(f"routing {routing!r} is unknown; expected one of {', '.join(ROUTINGS)}")

@@ -8,7 +8,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from .config import SimConfig
+from simulator.config import SimConfig
 
 _CACHE: dict = {}
 
@@ -16,9 +16,8 @@ _CACHE: dict = {}
 def _point(spec: str, routing: str, cfg: dict, traffic: str, load: float, seed: int,
            vcs: int | None) -> dict:
     """One load point (runs in a worker process; topology and tables cached per process)."""
-    from tablegen.spec import build
-
-    from .run import simulate, tables_for
+    from simulator.run import simulate, tables_for
+    from tablegen.topologies.spec import build
 
     name = routing
     if "@" in routing:              # ROUTING@SPEC: one curve on another topology
@@ -77,8 +76,7 @@ def sweep(spec: str, routings: list[str], traffic: str, loads: list[float],
 def _progress(it, total: int, show: bool) -> list:
     if not show:
         return list(it)
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     out = []
     with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
@@ -188,11 +186,10 @@ def summarize(res: dict, bounds: bool = True) -> dict:
 def _bound(spec: str, routing: str, traffic: str, seed: int) -> dict:
     """The bound of ``routing``'s tables, once per tables: names that differ only in
     simulator config (``ugal-l`` / ``ugal-g``, UGAL-G's readings) share it."""
-    from tablegen.spec import build
-
-    from .bound import throughput_bound
-    from .config import ROUTINGS
-    from .run import tables_for
+    from simulator.bound import throughput_bound
+    from simulator.config import ROUTINGS
+    from simulator.run import tables_for
+    from tablegen.topologies.spec import build
 
     key = ("bound", spec, *ROUTINGS[routing][:2], traffic, seed)
     if key not in _CACHE:

@@ -101,7 +101,7 @@ def adversarial_ab(topo) -> tuple[int, int]:
     q = topo.params["q"]
     if q in TABLE_III and topo.params.get("xi") in (None, {7: 3, 11: 2, 13: 2, 17: 3, 19: 3}[q]):
         return TABLE_III[q]
-    from tablegen.analysis import distance_matrix
+    from tablegen.topology import distance_matrix
 
     dist = distance_matrix(topo)
     q2 = q * q

@@ -16,13 +16,17 @@ import time
 import zipfile
 from pathlib import Path
 
-from .topology import Topology, TopologyError
+from tablegen.errors import (
+    EXIT_BAD_INPUT,
+    BadInput,
+    FabrouteError,
+    NotExpressible,
+    RunFailed,
+    TopologyError,
+)
+from tablegen.topology import Topology
 
 TOPOLOGY_FILE, TABLES_NPZ, REPORT_FILE = "topology.json", "tables.npz", "verify.json"
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit code 2."""
 
 
 def _console():
@@ -32,13 +36,13 @@ def _console():
 
 
 def _topology(spec: str) -> Topology:
-    from .spec import build
+    from tablegen.topologies.spec import build
 
     return build(spec)
 
 
 def _tables(topo: Topology, args):
-    from .routing import build_tables
+    from tablegen.routing.build import build_tables
 
     _check_vcs(getattr(args, "vcs", None))
     return build_tables(topo, args.routing, nonmin=getattr(args, "nonmin", None),
@@ -47,13 +51,13 @@ def _tables(topo: Topology, args):
 
 def _check_vcs(vcs: int | None) -> None:
     if vcs is not None and vcs < 1:
-        raise UsageError(f"--vcs {vcs}; expected a VC count >= 1")
+        raise BadInput(f"--vcs {vcs}; expected a VC count >= 1")
 
 
 def _switch(topo: Topology, value: int, what: str) -> int:
     if not 0 <= value < topo.n_switches:
-        raise UsageError(f"{what}={value} is not a switch of {topo.name()}; "
-                         f"expected 0 <= {what} < {topo.n_switches}")
+        raise BadInput(f"{what}={value} is not a switch of {topo.name()}; "
+                       f"expected 0 <= {what} < {topo.n_switches}")
     return value
 
 
@@ -64,7 +68,7 @@ def cmd_topology(args) -> int:
         json.dump(topo.to_dict(), sys.stdout)
         print()
         return 0
-    from .analysis import analyze
+    from tablegen.analysis.layout import analyze
 
     a = analyze(topo)
     print(f"{topo.name()}: {topo.n_switches} switches, {topo.n_hosts} hosts, "
@@ -74,7 +78,7 @@ def cmd_topology(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from .analysis import analyze
+    from tablegen.analysis.layout import analyze
 
     topo = _topology(args.spec)
     if args.throughput_bound:
@@ -95,7 +99,7 @@ def _throughput_bound(topo: Topology, args) -> int:
     try:
         b = cmd_bound(args, topo)
     except ValueError as e:
-        raise UsageError(f"analyze --throughput-bound: {e}") from None
+        raise BadInput(f"analyze --throughput-bound: {e}") from None
     if args.json:
         print(json.dumps(b, indent=1))
         return 0
@@ -110,7 +114,7 @@ def _throughput_bound(topo: Topology, args) -> int:
 
 def build_and_verify(topo: Topology, args, console=None):
     """Build the tables, verify them and tighten the VC count to what the tables use."""
-    from .verify import verify
+    from tablegen.verify import verify
 
     status = console.status if console is not None else (lambda _msg: contextlib.nullcontext())
     t0 = time.perf_counter()
@@ -155,7 +159,7 @@ def check_out_dir(out, what: str = "--out") -> Path:
     out = Path(out)
     for p in (out, *out.parents):
         if p.exists() and not p.is_dir():
-            raise UsageError(f"{what} {out}: {p} is not a directory; expected a directory path")
+            raise BadInput(f"{what} {out}: {p} is not a directory; expected a directory path")
     return out
 
 
@@ -177,8 +181,8 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
     are written in place inside the directory that replaces ``out``.  With ``jobs > 1`` the
     formats are written by that many forked processes side by side (each format has its own
     files)."""
-    from .export import ExportError, export_all
-    from .forked import run_forked
+    from tablegen.exports.files import export_all
+    from tablegen.forked import run_forked
 
     def base():
         ts.save_npz(tmp / TABLES_NPZ)
@@ -190,7 +194,7 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
             try:
                 return export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed,
                                   atomic=False), {}
-            except ExportError as e:
+            except NotExpressible as e:
                 shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
                 return {}, {fmt: str(e)}
         return job
@@ -239,8 +243,8 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
     routing is verified its formats are jobs of their own; a single routing writes ``out``
     itself).  The minimal tables several routings share are computed once, before the
     fork.  ``done(summary)`` is called as each routing ends."""
-    from .forked import run_forked
-    from .routing import share_minimal_tables
+    from tablegen.forked import run_forked
+    from tablegen.routing.build import share_minimal_tables
 
     if len(routings) == 1:
         ns = argparse.Namespace(routing=routings[0], nonmin=nonmin, vcs=vcs)
@@ -257,30 +261,30 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
 
 
 def cmd_tables(args) -> int:
-    from .export import FORMATS as EXPORT_FORMATS
-    from .forked import cpu_count
-    from .routing import check_routing
+    from tablegen.exports.files import FORMATS as EXPORT_FORMATS
+    from tablegen.forked import cpu_count
+    from tablegen.routing.build import check_routing
 
     formats = tuple(args.formats.split(","))
     unknown = [f for f in formats if f not in EXPORT_FORMATS]
     if unknown:
-        raise UsageError(f"--formats {args.formats}: {', '.join(unknown)} unknown; expected "
-                         f"a comma-separated subset of {','.join(EXPORT_FORMATS)}")
+        raise BadInput(f"--formats {args.formats}: {', '.join(unknown)} unknown; expected "
+                       f"a comma-separated subset of {','.join(EXPORT_FORMATS)}")
     routings = args.routing.split(",")
     if len(set(routings)) < len(routings):
-        raise UsageError(f"--routing {args.routing}: a routing is named twice; expected "
-                         "distinct routings")
+        raise BadInput(f"--routing {args.routing}: a routing is named twice; expected "
+                       "distinct routings")
     _check_vcs(args.vcs)      # before the workers start, not in each of them
     jobs = args.jobs if args.jobs is not None else cpu_count()
     if jobs < 1:
-        raise UsageError(f"--jobs {jobs}; expected at least 1 worker process")
+        raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
     check_out_dir(args.out)
     topo = _topology(args.spec)
     for r in routings:
         try:
             check_routing(topo.kind, r, args.nonmin)
         except TopologyError as e:
-            raise UsageError(f"--routing {r}: {e}") from None
+            raise BadInput(f"--routing {r}: {e}") from None
     console = _console()
     status = 0
 
@@ -309,25 +313,25 @@ def cmd_tables(args) -> int:
 
 
 def load_table_set(d: Path):
-    from .tables import TableSet
+    from tablegen.tables import TableSet
 
     d = Path(d)
     if not d.is_dir():
-        raise UsageError(f"DIR={d} is not a directory; expected the --out of 'fabroute tables'")
+        raise BadInput(f"DIR={d} is not a directory; expected the --out of 'fabroute tables'")
     try:
         topo = Topology.from_dict(json.loads((d / TOPOLOGY_FILE).read_text()))
         return TableSet.load_npz(d / TABLES_NPZ, topo)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
             zipfile.BadZipFile) as e:
-        raise UsageError(f"DIR={d} holds no readable table set ({type(e).__name__}: {e}); "
-                         f"expected {TOPOLOGY_FILE} and {TABLES_NPZ}") from None
+        raise BadInput(f"DIR={d} holds no readable table set ({type(e).__name__}: {e}); "
+                       f"expected {TOPOLOGY_FILE} and {TABLES_NPZ}") from None
 
 
 def cmd_verify(args) -> int:
-    from .ib_apply import BadInput, find_ib_dir
-    from .ib_apply import load_table_set as load_ib_files
-    from .iblayers import verify_ib_files
-    from .verify import verify
+    from emulation.ibsim.apply import find_ib_dir
+    from emulation.ibsim.apply import load_table_set as load_ib_files
+    from tablegen.exports.infiniband.layers import verify_ib_files
+    from tablegen.verify import verify
 
     d = Path(args.dir)
     ts = load_table_set(d)
@@ -335,7 +339,7 @@ def cmd_verify(args) -> int:
         ib_dir = find_ib_dir(d, required=False)
         files = load_ib_files(ib_dir) if ib_dir is not None else None
     except BadInput as e:
-        raise UsageError(f"verify: {e}") from None
+        raise BadInput(f"verify: {e}") from None
     lmc, seed = _ib_params(files, args)
     rep = verify(ts)
     ib = None
@@ -344,7 +348,7 @@ def cmd_verify(args) -> int:
             ib = (verify_ib_files(files, ts) if files is not None
                   else _ib_report(ts, lmc, seed))
         except BadInput as e:
-            raise UsageError(f"verify: {e}") from None
+            raise BadInput(f"verify: {e}") from None
     if args.json:
         print(json.dumps(dict(rep.to_dict(), ib=ib), indent=1))
     else:
@@ -376,9 +380,9 @@ def _ib_params(files, args) -> tuple[int, int]:
     for key, value in have.items():
         given = getattr(args, key)
         if given is not None and given != value:
-            raise UsageError(f"verify: --{key} {given}, but the InfiniBand files in "
-                             f"{files.dir} were exported with {key} {value}; expected no "
-                             f"--{key} or --{key} {value}")
+            raise BadInput(f"verify: --{key} {given}, but the InfiniBand files in "
+                           f"{files.dir} were exported with {key} {value}; expected no "
+                           f"--{key} or --{key} {value}")
     return have["lmc"], have["seed"]
 
 
@@ -387,13 +391,13 @@ def _ib_report(ts, lmc: int, seed: int) -> dict:
     CDG computed from the tables (``iblayers.verify_ib``).  A routing IB cannot express
     (too many SLs or LIDs) gives ``expressible: False``: what ``fabroute tables`` skips, not
     a fault of the table set."""
-    from .export import ExportError, lid_plan
-    from .iblayers import IbError, ib_routing
+    from tablegen.exports.files import lid_plan
+    from tablegen.exports.infiniband.layers import ib_routing
 
     try:
         lid_plan(ts.topo, lmc)
         return dict(ib_routing(ts, lmc, seed)[1], expressible=True)
-    except (IbError, ExportError) as e:
+    except NotExpressible as e:
         return {"ok": False, "expressible": False, "lmc": lmc, "errors": [str(e)]}
 
 
@@ -440,14 +444,14 @@ def cmd_path(args) -> int:
             shown = cands.tolist()
             more = "…" if len(shown) > 20 else ""
             what = f"--via {args.via}" + (f" (group {via})" if via != args.via else "")
-            raise UsageError(f"{what} is not an intermediate {cls.name} may use from "
-                             f"{src} to {dst}; expected one of {shown[:20]}{more}"
-                             + (" (groups)" if cls.inter == "group" else ""))
+            raise BadInput(f"{what} is not an intermediate {cls.name} may use from "
+                           f"{src} to {dst}; expected one of {shown[:20]}{more}"
+                           + (" (groups)" if cls.inter == "group" else ""))
         else:
             inter = via
     elif args.via is not None:
-        raise UsageError(f"--via {args.via}: class {cls.name} of routing {args.routing} has no "
-                         "intermediate")
+        raise BadInput(f"--via {args.via}: class {cls.name} of routing {args.routing} has no "
+                       "intermediate")
     path = ts.walk(src, dst, cls, inter)
     if cls.inter == "group":
         path["via_group"] = inter
@@ -464,19 +468,19 @@ def cmd_path(args) -> int:
 
 
 def cmd_expand(args) -> int:
-    from .dsnf import add_nodes, transform
-    from .routing import build_tables
-    from .update import table_updates
+    from tablegen.routing.build import build_tables
+    from tablegen.topologies.dsnf import add_nodes, transform
+    from tablegen.update import table_updates
 
     topo = _topology(args.spec)
     if topo.kind != "dsnf":
-        raise UsageError(f"expand: {topo.name()} is not a dsnf topology; expected dsnf:n=N")
+        raise BadInput(f"expand: {topo.name()} is not a dsnf topology; expected dsnf:n=N")
     if args.transform:
         n, p = topo.n_switches, int(topo.params["p"])
         if n != p * 2**p:
-            raise UsageError(f"expand --transform: n={n} is not a transformation point; "
-                             f"expected n = (p+1)·2^(p+1) (24, 64, 160, 384, …)")
-        from .dsnf import build_dsnf
+            raise BadInput(f"expand --transform: n={n} is not a transformation point; "
+                           f"expected n = (p+1)·2^(p+1) (24, 64, 160, 384, …)")
+        from tablegen.topologies.dsnf import build_dsnf
 
         topo = build_dsnf(n, p=p - 1)  # the full network before the transformation
         new, diff, relabel = transform(n)
@@ -496,16 +500,16 @@ def cmd_expand(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import run
+    from tablegen.analysis.compare import run
 
     try:
         sizes = [int(v) for v in args.sizes.split(",")]
         expand = tuple(int(v) for v in args.expansion.split(",")) if args.expansion else None
     except ValueError:
-        raise UsageError(f"compare: --sizes {args.sizes!r} / --expansion {args.expansion!r}; "
-                         "expected comma-separated integers") from None
+        raise BadInput(f"compare: --sizes {args.sizes!r} / --expansion {args.expansion!r}; "
+                       "expected comma-separated integers") from None
     if expand is not None and (len(expand) != 3 or expand[2] <= 0 or expand[1] < expand[0]):
-        raise UsageError(f"compare: --expansion {args.expansion}; expected START,STOP,STEP")
+        raise BadInput(f"compare: --expansion {args.expansion}; expected START,STOP,STEP")
     res = run(sizes, Path(args.out), expand)
     for f, rows in res["families"].items():
         print(f"{f:6} " + "  ".join(f"n={r['n']}: D={r['diameter']} ASPL={r['aspl']:.2f} "
@@ -548,15 +552,14 @@ def _demo_emulation(topo, console) -> int:
     pair probed, sampled paths and VCs proven."""
     from rich.table import Table
 
-    from emulation.net import EmulationError
-    from emulation.session import run
+    from emulation.mininet.session import run
 
     ns = argparse.Namespace(routing="val-3h", nonmin=None, vcs=None)
     ts, _ = build_and_verify(topo, ns, console)
     try:
         with console.status("OpenFlow: Mininet + Open vSwitch, controller, probes…"):
             rep = run(ts, log=lambda *a: None)
-    except EmulationError as e:
+    except RunFailed as e:
         console.print(f"[red]emulation: {e}")
         return 1
     t = Table(title=f"OpenFlow {ts.routing} on Open vSwitch (Mininet, os-ken controller)")
@@ -574,8 +577,8 @@ def _demo_infiniband(topo, out: Path, console) -> int:
     """VAL_3h on LMC 2 (offset 0 MIN, 1-3 VAL_3h trees) loaded into real OpenSM on ibsim."""
     from rich.table import Table
 
-    from .export import export_ib, ib_layers
-    from .ib_apply import ApplyError, BadInput, apply
+    from emulation.ibsim.apply import apply
+    from tablegen.exports.files import export_ib, ib_layers
 
     ns = argparse.Namespace(routing="val-3h", nonmin=None, vcs=None)
     ts, _ = build_and_verify(topo, ns, console)
@@ -585,7 +588,7 @@ def _demo_infiniband(topo, out: Path, console) -> int:
     with console.status("InfiniBand: ibsim + OpenSM load, read back, compare…"):
         try:
             rep = apply(out)
-        except (ApplyError, BadInput) as e:
+        except (RunFailed, BadInput) as e:
             console.print(f"[red]InfiniBand: {e}")
             return 1
     t = Table(title=f"InfiniBand {ts.routing} LMC 2 ({ib[1]['sls_used']} SLs, "
@@ -599,28 +602,27 @@ def _demo_infiniband(topo, out: Path, console) -> int:
 
 
 def cmd_controller(args) -> int:
-    from controller.launcher import run
+    from controller.openflow.launcher import run
 
     ts = load_table_set(Path(args.dir))
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"controller: --listen {args.listen!r}; expected HOST:PORT, e.g. "
-                         "127.0.0.1:6653")
+        raise BadInput(f"controller: --listen {args.listen!r}; expected HOST:PORT, e.g. "
+                       "127.0.0.1:6653")
     run(ts, args.listen, Path(args.status) if args.status else None,
         Path(args.log) if args.log else None)
     return 0
 
 
 def cmd_emulate(args) -> int:
-    from emulation.net import EmulationError
-    from emulation.session import run
+    from emulation.mininet.session import run
 
     console = _console()
     topo = _topology(args.spec)
     if args.hosts_per_switch is not None and not 1 <= args.hosts_per_switch <= int(
             topo.hosts.min(initial=1)):
-        raise UsageError(f"emulate: --hosts-per-switch {args.hosts_per_switch}; expected 1.."
-                         f"{int(topo.hosts.min(initial=1))} for {topo.name()}")
+        raise BadInput(f"emulate: --hosts-per-switch {args.hosts_per_switch}; expected 1.."
+                       f"{int(topo.hosts.min(initial=1))} for {topo.name()}")
     ts, _ = verified_tables(topo, args, console, "emulate")
     if ts is None:
         return 1
@@ -628,29 +630,29 @@ def cmd_emulate(args) -> int:
         report = run(ts, check=args.check, samples=args.samples,
                      hosts_per_switch=args.hosts_per_switch, keep=args.keep,
                      log=console.log, on_report=lambda r: print(json.dumps(r), flush=True))
-    except EmulationError as e:
+    except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
     return 0 if report["ok"] else 1
 
 
 def cmd_ib_export(args) -> int:
-    from .export import ExportError, export_ib, ib_layers, lid_plan
+    from tablegen.exports.files import export_ib, ib_layers, lid_plan
 
     console = _console()
     topo = _topology(args.spec)
     try:
         lid_plan(topo, args.lmc)     # bad input before any work
-    except ExportError as e:
-        raise UsageError(f"ib export: --lmc {args.lmc}: {e}") from None
+    except NotExpressible as e:
+        raise BadInput(f"ib export: --lmc {args.lmc}: {e}") from None
     ts, _ = verified_tables(topo, args, console, "ib export")
     if ts is None:
         return 1
     try:
         with console.status(f"InfiniBand layers (LMC {args.lmc}), SLs, IB verification…"):
             ib = ib_layers(ts, args.lmc, args.seed)
-    except ExportError as e:
-        raise UsageError(f"ib export: {e}") from None
+    except NotExpressible as e:
+        raise BadInput(f"ib export: {e}") from None
     with console.status(f"writing {args.out}…"), _replaced_dir(Path(args.out)) as tmp:
         files = export_ib(ts, tmp, lmc=args.lmc, seed=args.seed, flat=True, ib=ib)
         ts.save_npz(tmp / TABLES_NPZ)
@@ -666,13 +668,13 @@ def cmd_ib_export(args) -> int:
 
 
 def cmd_ib_apply(args) -> int:
-    from .ib_apply import ApplyError, BadInput, apply
+    from emulation.ibsim.apply import apply
 
     try:
         rep = apply(Path(args.dir), keep_logs=args.keep_logs, max_paths=args.max_paths)
     except BadInput as e:
-        raise UsageError(f"ib apply: {e}") from None
-    except ApplyError as e:
+        raise BadInput(f"ib apply: {e}") from None
+    except RunFailed as e:
         print(json.dumps(dict(e.report, error=str(e), ok=False), indent=1))
         print(f"ib apply: {e}", file=sys.stderr)
         return 1
@@ -688,7 +690,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    from .routing import NONMIN, ROUTINGS
+    from tablegen.routing.build import NONMIN, ROUTINGS
 
     p = _Parser(prog="fabroute", description="Routing tables, virtual channels and deadlock "
                 "proofs for Slim Fly, Dragonfly and DSN-F fabrics.")
@@ -828,10 +830,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (TopologyError, UsageError, KeyError) as e:
+    except (FabrouteError, KeyError) as e:
         msg = e.args[0] if e.args else str(e)
         print(f"fabroute: {msg}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_code", EXIT_BAD_INPUT)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .topology import Topology
+from tablegen.topology import Topology
 
 NO_PORT = -1
 

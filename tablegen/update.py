@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tables import TableSet
+from tablegen.tables import TableSet
 
 
 def _next_switch(ts: TableSet, name: str) -> np.ndarray:

@@ -11,7 +11,7 @@ class and intermediate):
   VC)`` is acyclic.  VCs never decrease along a path, so this is the same as one acyclic CDG
   per VC.
 
-Method.  The walks run in compiled code (:mod:`tablegen._walk`) over the tables' state space,
+Method.  The walks run in compiled code (:mod:`tablegen.routing.walk`) over the tables' state space,
 never over (source, intermediate, destination) triples, which are too many for a 722-switch
 Slim Fly: deterministic classes (MIN, DSN-F) walk every (source, destination) path; Valiant
 classes walk phase 0 once per (source, intermediate) and phase 1 once per (switch,
@@ -36,7 +36,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .tables import TableSet
+from tablegen.tables import TableSet
+
 
 @dataclass
 class Report:
@@ -60,7 +61,7 @@ class Report:
 def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
     """Walk ``ts`` and return a :class:`Report`; ``report.ok`` is False with ``errors`` (and a
     printed ``cycle`` for a cyclic CDG) when the tables are wrong."""
-    from . import _walk
+    from tablegen.routing import walk as _walk
 
     topo = ts.topo
     n, r = topo.adj.shape
@@ -96,7 +97,7 @@ def _check_minimal(ts: TableSet, got: np.ndarray, report: Report) -> None:
     """MIN's bound is the graph's, not the tables': every table path (``got[s, d]`` hops, as
     the walk measured them) must be as short as a breadth-first search of the topology says
     (a Dragonfly's: at most local, global, local).  O(N^2 R / 64) + O(N^2)."""
-    from .analysis import distance_matrix
+    from tablegen.topology import distance_matrix
 
     if ts.topo.kind == "dragonfly":
         # Kim et al.'s minimal routing is hierarchical (local, global, local): two global
@@ -113,7 +114,7 @@ def _check_minimal(ts: TableSet, got: np.ndarray, report: Report) -> None:
 
 def _walker(c):
     """The compiled walk of a path class."""
-    from ._walk import run, run_3h, run_nta, run_reach
+    from tablegen.routing.walk import run, run_3h, run_nta, run_reach
 
     if c.table0 is None or c.target0 == "dst":
         return run

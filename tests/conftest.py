@@ -3,8 +3,8 @@ import shutil
 
 import pytest
 
-from tablegen.dragonfly import build_dragonfly
-from tablegen.slimfly import build_slimfly
+from tablegen.topologies.dragonfly import build_dragonfly
+from tablegen.topologies.slimfly import build_slimfly
 
 
 @functools.lru_cache(maxsize=None)

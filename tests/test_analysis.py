@@ -6,11 +6,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from tablegen.analysis import (
-    UNREACHABLE, analyze, cable_lengths, cabinet_layout, distance_matrix,
-)
-from tablegen.baselines import build_dln, build_dsn, build_torus
-from tablegen.topology import TopologyBuilder
+from tablegen.analysis.layout import analyze, cabinet_layout, cable_lengths
+from tablegen.topologies.baselines import build_dln, build_dsn, build_torus
+from tablegen.topology import UNREACHABLE, TopologyBuilder, distance_matrix
 
 
 def _nx_distances(t):

@@ -8,11 +8,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from tablegen.analysis import distance_matrix
-from tablegen.baselines import (
-    SWITCHES_PER_CABINET, build_dln, build_dsn, build_torus, torus_dor_tables,
-)
-from tablegen.topology import TopologyError
+from tablegen.errors import TopologyError
+from tablegen.routing.torus import torus_dor_tables
+from tablegen.topologies.baselines import SWITCHES_PER_CABINET, build_dln, build_dsn, build_torus
+from tablegen.topology import distance_matrix
 
 TORI = [(4, 4), (5, 3), (8, 8)]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tablegen.cli import main
-from tablegen.routing import build_tables
-from tablegen.spec import build
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
 
 
 def run(capsys, *argv):

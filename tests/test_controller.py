@@ -11,13 +11,22 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from controller import messages as msg
-from controller.fabric import MAX_REPAIRS, Fabric, generation_cookie
+from controller.openflow import messages as msg
+from controller.openflow.fabric import MAX_REPAIRS, Fabric, generation_cookie
 from tablegen.cli import main
-from tablegen.openflow import (OFPVID_PRESENT, T_CHOICE, T_EGRESS, T_INGRESS, choice_slots,
-                               plan, program, udp_src_for)
-from tablegen.routing import build_tables
-from tablegen.spec import build
+from tablegen.errors import RunFailed
+from tablegen.exports.openflow import (
+    OFPVID_PRESENT,
+    T_CHOICE,
+    T_EGRESS,
+    T_INGRESS,
+    choice_slots,
+    plan,
+    program,
+    udp_src_for,
+)
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
 
 ENCODER = SimpleNamespace(ofproto=ofp, ofproto_parser=parser)   # what serialize() reads
 
@@ -260,7 +269,7 @@ def test_controller_refuses_tables_the_pipeline_cannot_express(ten_vc_tables, ca
 
 
 def test_emulate_refuses_such_tables_before_building_a_net(capsys, monkeypatch):
-    import emulation.session as session
+    import emulation.mininet.session as session
 
     def build(*_a, **_k):
         raise AssertionError("emulate started OVS or built a net")
@@ -276,12 +285,11 @@ def test_emulate_refuses_such_tables_before_building_a_net(capsys, monkeypatch):
 
 
 def test_controller_process_stderr_lands_in_its_log(ten_vc_tables, tmp_path):
-    from emulation.ctl import Controller, free_port
-    from emulation.net import EmulationError
+    from emulation.mininet.ctl import Controller, free_port
 
     ctl = Controller(ten_vc_tables, free_port(), tmp_path)
     try:
-        with pytest.raises(EmulationError, match=r"exited \(2\): fabroute: controller: val on "
+        with pytest.raises(RunFailed, match=r"exited \(2\): fabroute: controller: val on "
                                                  r"dsnf:n=32,p=3: 10 VCs"):
             ctl.wait_verified(32, timeout=60)
     finally:

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from emulation.ctl import Controller, free_port
-from emulation.net import ensure_ovs
+from emulation.mininet.ctl import Controller, free_port
+from emulation.mininet.net import ensure_ovs
 from tablegen.cli import main
-from tablegen.openflow import dpid
-from tablegen.spec import build
+from tablegen.exports.openflow import dpid
+from tablegen.topologies.spec import build
 
 pytestmark = [pytest.mark.ovs, pytest.mark.xdist_group("ovs")]
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from tablegen.dragonfly import build_dragonfly, global_targets
-from tablegen.topology import TopologyError
+from tablegen.errors import TopologyError
+from tablegen.topologies.dragonfly import build_dragonfly, global_targets
 
 from conftest import dragonfly
 

@@ -9,11 +9,24 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from tablegen.dsnf import (
-    LAYER_UP, LOCAL_PRED, LOCAL_SUCC, PRED, SHORTCUT_IN, SHORTCUT_OUT, SUCC,
-    _paper_state_transform, add_nodes, build_dsnf, dsnf_tables, label, p_for, transform,
+from tablegen.errors import TopologyError
+from tablegen.routing.dsnf import dsnf_tables
+from tablegen.topologies.dsnf import (
+    LAYER_UP,
+    LOCAL_PRED,
+    LOCAL_SUCC,
+    PRED,
+    SHORTCUT_IN,
+    SHORTCUT_OUT,
+    SUCC,
+    _paper_state_transform,
+    add_nodes,
+    build_dsnf,
+    label,
+    p_for,
+    transform,
 )
-from tablegen.topology import Topology, TopologyError
+from tablegen.topology import Topology
 
 SMALL = list(range(2, 200))
 LARGE = [512, 1024, 2048, 4096]
@@ -247,7 +260,7 @@ def test_paper_example_route_24_to_7():
         u = int(t.adj[u, j])
         path.append(u)
     assert path == [24, 0, 1, 8, 7]
-    from tablegen.routing import build_tables
+    from tablegen.routing.build import build_tables
 
     assert build_tables(t, "dsnf").walk(24, 7)["switches"] == path
 
@@ -303,7 +316,7 @@ def test_vc_datelines_acyclic():
 def test_four_vcs_are_the_least_the_datelines_allow(n, p):
     """With a VC fewer, the third dateline crossing shares the last VC and verify finds a
     cycle on it; with four it proves the routing deadlock-free."""
-    from tablegen.routing import build_tables
+    from tablegen.routing.build import build_tables
     from tablegen.verify import verify
 
     topo = build_dsnf(n)

@@ -22,14 +22,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emulation.ctl import Controller, free_port
-from emulation.net import EmulationError, emulate, install_from_files, netns
-from emulation.pathcheck import (PathChecker, corrupt_forwarding, restore_flow, sample_pairs)
-from emulation.probes import Prober
-from emulation.topo import host_ip
+from emulation.mininet.ctl import Controller, free_port
+from emulation.mininet.net import emulate, install_from_files, netns
+from emulation.mininet.pathcheck import PathChecker, corrupt_forwarding, restore_flow, sample_pairs
+from emulation.mininet.probes import Prober
+from emulation.mininet.topo import host_ip
 from tablegen.cli import load_table_set
-from tablegen.openflow import dpid, host_macs, mac_str
-from tablegen.spec import build
+from tablegen.errors import RunFailed
+from tablegen.exports.openflow import dpid, host_macs, mac_str
+from tablegen.topologies.spec import build
 
 pytestmark = [pytest.mark.ovs, pytest.mark.xdist_group("ovs")]
 
@@ -308,7 +309,7 @@ class TestDSNF:
 
     def test_tables_of_another_fabric_are_refused(self, fabric):
         d = tables(fabric.tmp, "dsnf:n=16", "dsnf")
-        with pytest.raises(EmulationError, match="tables for dsnf"):
+        with pytest.raises(RunFailed, match="tables for dsnf"):
             install_from_files(fabric.fnet, d)
 
 

@@ -16,17 +16,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tablegen import export
-from tablegen import openflow as of
-from tablegen.baselines import build_torus
-from tablegen.dragonfly import build_dragonfly
-from tablegen.dsnf import build_dsnf
-from tablegen.export import (
-    ExportError, _run_jobs, export_all, export_ib, export_json, export_openflow, host_macs,
-    lid_plan, load_tables_json, path_sl_rows,
+from tablegen.errors import NotExpressible
+from tablegen.exports import files as export
+from tablegen.exports import openflow as of
+from tablegen.exports.files import (
+    _run_jobs,
+    export_all,
+    export_ib,
+    export_json,
+    export_openflow,
+    host_macs,
+    lid_plan,
+    load_tables_json,
+    path_sl_rows,
 )
-from tablegen.routing import build_tables
-from tablegen.slimfly import build_slimfly
+from tablegen.routing.build import build_tables
+from tablegen.topologies.baselines import build_torus
+from tablegen.topologies.dragonfly import build_dragonfly
+from tablegen.topologies.dsnf import build_dsnf
+from tablegen.topologies.slimfly import build_slimfly
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,7 +85,7 @@ def test_tables_json_round_trip(tmp_path, kind, routing):
 
 def test_tables_json_rejects_other_topology(tmp_path):
     export_json(tables("sf5", "min"), tmp_path)
-    with pytest.raises(ExportError):
+    with pytest.raises(NotExpressible):
         load_tables_json(tmp_path / "tables.json", tables("df", "min").topo)
 
 
@@ -254,7 +262,7 @@ def test_lid_plan_aligns_host_lids():
     assert list(plan.switch_lid[:3]) == [1, 2, 3]
     assert np.all(plan.host_lid % 4 == 0) and plan.host_lid[0] > topo.n_switches
     assert plan.top == plan.host_lid[-1] + 3
-    with pytest.raises(ExportError):
+    with pytest.raises(NotExpressible):
         lid_plan(topo, lmc=8)
 
 
@@ -529,7 +537,7 @@ def test_openflow_pipeline_follows_the_tables(root, kind, routing):
 def test_openflow_files_are_the_program_entries(tmp_path, monkeypatch, kind, routing,
                                                 chunk_rows):
     """The files are made in compiled code from arrays; every line must be the ovs-ofctl
-    text of tablegen.openflow.program()'s entry (what the controller installs), in its order,
+    text of tablegen.exports.openflow.program()'s entry (what the controller installs), in its order,
     whatever the chunks of switches formatted at a time."""
     if chunk_rows is not None:
         monkeypatch.setattr(export, "OF_CHUNK_ROWS", chunk_rows)
@@ -606,7 +614,7 @@ def test_openflow_dragonfly_aggregates_remote_groups(tmp_path):
 # ---------------------------------------------------------------------------------------------
 def test_rejected_export_writes_nothing(tmp_path):
     ts = build_tables(build_slimfly(13), "min")        # 3,380 hosts x 16 LIDs > 0xBFFF
-    with pytest.raises(ExportError, match="lower the LMC"):
+    with pytest.raises(NotExpressible, match="lower the LMC"):
         export_all(ts, tmp_path, lmc=4)
     assert list(tmp_path.iterdir()) == []
 
@@ -634,7 +642,7 @@ def test_unwritable_target_leaves_no_temp_file(tmp_path):
 
 
 def test_unknown_format():
-    with pytest.raises(ExportError, match="unknown export format"):
+    with pytest.raises(NotExpressible, match="unknown export format"):
         export_all(tables("sf5", "min"), "/nonexistent", formats=("pdf",))
 
 

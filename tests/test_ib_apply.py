@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tablegen import ib_apply
+from emulation.ibsim import apply as ib_apply
 from tablegen.cli import main
+from tablegen.errors import BadInput
 
 from conftest import edited_copy
 
@@ -328,7 +329,7 @@ def test_lmc_the_lid_space_cannot_hold_is_bad_input(tmp_path_factory, capsys):
 def test_missing_gcc_is_a_clear_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))            # no gcc on it
     monkeypatch.setenv("FABROUTE_CACHE", str(tmp_path / "cache"))   # nothing built yet
-    with pytest.raises(ib_apply.BadInput, match=r"gcc not found.*apt-get install .*gcc"):
+    with pytest.raises(BadInput, match=r"gcc not found.*apt-get install .*gcc"):
         ib_apply.build_tools()
 
 

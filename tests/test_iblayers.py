@@ -1,4 +1,4 @@
-"""InfiniBand layers, SLs and their verification under IB semantics (tablegen.iblayers), and
+"""InfiniBand layers, SLs and their verification under IB semantics (tablegen.exports.infiniband.layers), and
 the files ``fabroute ib export`` writes from them.  The loading into real OpenSM is
 tests/test_ib_apply.py."""
 
@@ -10,11 +10,19 @@ import numpy as np
 import pytest
 
 from tablegen.cli import main
-from tablegen.export import export_ib, host_path_sls, ib_layers
-from tablegen.iblayers import (IB_DATA_VLS, IbError, assign_sls, build_layers, ib_routing,
-                               sl2vl_array, verify_ib, walk_layers)
-from tablegen.routing import build_tables
-from tablegen.spec import build
+from tablegen.errors import NotExpressible
+from tablegen.exports.files import export_ib, host_path_sls, ib_layers
+from tablegen.exports.infiniband.layers import (
+    IB_DATA_VLS,
+    assign_sls,
+    build_layers,
+    ib_routing,
+    sl2vl_array,
+    verify_ib,
+    walk_layers,
+)
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
 
 from conftest import edited_copy
 
@@ -162,7 +170,7 @@ def test_verify_ib_catches_a_loop_and_a_broken_bound():
 
 def test_too_many_sls_is_a_clear_error():
     ts = build_tables(build("dsnf:n=64"), "dsnf")
-    with pytest.raises(IbError, match=r"more than 2 SLs needed.*8 data VLs"):
+    with pytest.raises(NotExpressible, match=r"more than 2 SLs needed.*8 data VLs"):
         assign_sls(build_layers(ts, 0), max_sls=2)
 
 
@@ -172,13 +180,13 @@ def test_max_sls_is_exact():
     ts = build_tables(build("dsnf:n=64"), "dsnf")
     layers = assign_sls(build_layers(ts, 0), max_sls=4)
     assert layers.num_sls == 4 and int(layers.sl.max()) == 3
-    with pytest.raises(IbError, match=r"more than 3 SLs needed") as e:
+    with pytest.raises(NotExpressible, match=r"more than 3 SLs needed") as e:
         assign_sls(build_layers(ts, 0), max_sls=3)
     assert "lower the LMC" not in str(e.value) and "LMC 0 cannot be lowered" in str(e.value)
     # with LMC > 0 fewer layers can help: Dragonfly VAL at LMC 2 needs exactly 3 SLs
     df = build_tables(build("dragonfly:p=2,a=4,h=2"), "val")
     assert assign_sls(build_layers(df, 2), max_sls=3).num_sls == 3
-    with pytest.raises(IbError, match=r"more than 2 SLs needed.*; lower the LMC$"):
+    with pytest.raises(NotExpressible, match=r"more than 2 SLs needed.*; lower the LMC$"):
         assign_sls(build_layers(df, 2), max_sls=2)
 
 
@@ -229,7 +237,7 @@ def test_sl_first_fit_is_the_plain_one(spec, routing, lmc, max_sls):
     layers = build_layers(build_tables(build(spec), routing), lmc)
     want = _plain_first_fit(layers, max_sls)
     if want is None:
-        with pytest.raises(IbError, match=f"more than {max_sls} SLs needed"):
+        with pytest.raises(NotExpressible, match=f"more than {max_sls} SLs needed"):
             assign_sls(layers, max_sls=max_sls)
     else:
         assert np.array_equal(assign_sls(layers, max_sls=max_sls).sl, want)
@@ -239,7 +247,7 @@ def test_too_many_sls_is_found_early_on_a_large_fabric():
     """DSN-F n = 1024 needs more than 7 SLs; the first fit fails within its first 7 % of
     paths and says so without walking the rest (it used to take ~30 s and a GiB)."""
     ts = build_tables(build("dsnf:n=1024"), "dsnf")
-    with pytest.raises(IbError, match=r"more than 7 SLs needed.*LMC 0 cannot be lowered"):
+    with pytest.raises(NotExpressible, match=r"more than 7 SLs needed.*LMC 0 cannot be lowered"):
         assign_sls(build_layers(ts, 0))
 
 
@@ -262,7 +270,7 @@ def test_verify_ib_reports_a_broken_walk_like_walk_layers(spec, routing):
         try:
             walk_layers(topo, layers.nxt)
             want = None
-        except IbError as e:
+        except NotExpressible as e:
             want = str(e)
         rep = verify_ib(layers, sl2vl_array(topo, layers.num_sls))
         if want is not None:
@@ -279,7 +287,7 @@ def test_dsnf_phase_walk_errors_name_the_switch():
     while u != d and ts.exit_port[u, t0[u, d]]:      # a phase-0 hop of 5's own walk to 40
         u = int(ts.topo.adj[u, t0[u, d]])
     t0[u, d] = -1
-    with pytest.raises(IbError, match=f"no dsnf entry at switch {u} toward {d}"):
+    with pytest.raises(NotExpressible, match=f"no dsnf entry at switch {u} toward {d}"):
         build_layers(ts, 0)
 
 
@@ -393,10 +401,9 @@ def test_cli_ib_export_rejects_an_lmc_beyond_the_lid_space(tmp_path, capsys):
 
 
 def test_ib_layers_rejects_before_writing(tmp_path):
-    from tablegen.export import ExportError
 
     ts = build_tables(build("dsnf:n=32"), "dsnf")
-    with pytest.raises(ExportError, match="expected 0..7"):
+    with pytest.raises(NotExpressible, match="expected 0..7"):
         ib_layers(ts, 8)
 
 
@@ -494,9 +501,9 @@ def test_verify_rejects_an_lft_loop_with_the_path(sf5_export, tmp_path, capsys):
     assert any(f"switch {v} LID {lid} (offset 0, min): port {back} in the file" in l
                for l in err.splitlines())
     # source HCAs one per SL block find the same: the first failure is kept across blocks
-    from tablegen import ib_apply
+    from emulation.ibsim import apply as ib_apply
     from tablegen.cli import load_table_set
-    from tablegen.iblayers import verify_ib_files
+    from tablegen.exports.infiniband.layers import verify_ib_files
 
     ts, files = load_table_set(d), ib_apply.load_table_set(d)
     whole, split = verify_ib_files(files, ts), verify_ib_files(files, ts, block_cells=1)
@@ -524,9 +531,9 @@ def test_verify_enforces_each_offsets_hop_bound_from_the_tables(sf5_export):
     hops makes the (unchanged) 3-hop paths of offsets 1-3 fail."""
     import dataclasses
 
-    from tablegen import ib_apply
+    from emulation.ibsim import apply as ib_apply
     from tablegen.cli import load_table_set
-    from tablegen.iblayers import verify_ib_files
+    from tablegen.exports.infiniband.layers import verify_ib_files
 
     ts = load_table_set(sf5_export)
     files = ib_apply.load_table_set(sf5_export)

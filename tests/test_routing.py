@@ -3,10 +3,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tablegen.analysis import distance_matrix
-from tablegen.routing import build_tables, table_lengths
+from tablegen.routing.build import build_tables, table_lengths
+from tablegen.routing.ugal import candidates, ugal_kim, ugal_kim_vch, ugal_yebenes
 from tablegen.tables import PathClass
-from tablegen.ugal import candidates, ugal_kim, ugal_kim_vch, ugal_yebenes
+from tablegen.topology import distance_matrix
 from tablegen.verify import verify
 
 from conftest import dragonfly, slimfly
@@ -167,7 +167,7 @@ def test_path_class_is_serialisable():
 
 
 def test_dsnf_routing_needs_two_vcs_and_two_suffice_for_n32():
-    from tablegen.dsnf import build_dsnf
+    from tablegen.topologies.dsnf import build_dsnf
 
     t = build_dsnf(32)
     ts = build_tables(t, "dsnf")
@@ -180,7 +180,7 @@ def test_dsnf_routing_needs_two_vcs_and_two_suffice_for_n32():
 
 @pytest.mark.parametrize("n", [64, 100, 200, 512])
 def test_dsnf_routing_verifies_within_theorem_1(n):
-    from tablegen.dsnf import build_dsnf, p_for
+    from tablegen.topologies.dsnf import build_dsnf, p_for
 
     t = build_dsnf(n)
     rep = verify(build_tables(t, "dsnf"))
@@ -197,7 +197,7 @@ def test_compiled_val_histogram_counts_every_triple(sf5):
 
 
 def test_torus_dor_uses_three_dateline_vcs():
-    from tablegen.baselines import build_torus
+    from tablegen.topologies.baselines import build_torus
 
     rep = verify(build_tables(build_torus(8, 8), "min"))
     assert rep.ok and rep.vcs_used == 3 and rep.classes["min"]["max_hops"] == 8

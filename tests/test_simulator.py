@@ -13,8 +13,8 @@ from simulator.cli import add_parsers
 from simulator.config import SimConfig, load_experiment
 from simulator.run import simulate, tables_for
 from simulator.traffic import pattern
-from tablegen.routing import build_tables
-from tablegen.spec import build
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
 from tablegen.verify import verify
 
 DF = "dragonfly:p=2,a=4,h=2"          # 36 switches, 72 hosts, 9 groups
@@ -236,7 +236,7 @@ def test_traffic_patterns(df):
     lo, hi = pattern(df, "worst-case")
     assert lo[0] == 8 and hi[0] == 16 and lo[71] == 0 and hi[71] == 8
     sf = build("slimfly:q=5")
-    from tablegen.analysis import distance_matrix
+    from tablegen.topology import distance_matrix
 
     lo, _ = pattern(sf, "adversarial")
     p = int(sf.hosts[0])

@@ -4,10 +4,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from tablegen.analysis import distance_matrix
-from tablegen.gf import GF, PINNED_POLYNOMIALS, first_primitive_polynomial, prime_power
-from tablegen.slimfly import PAPER_XI, build_slimfly, delta_of, generator_sets
-from tablegen.topology import TopologyError
+from tablegen.errors import TopologyError
+from tablegen.topologies.gf import GF, PINNED_POLYNOMIALS, first_primitive_polynomial, prime_power
+from tablegen.topologies.slimfly import PAPER_XI, build_slimfly, delta_of, generator_sets
+from tablegen.topology import distance_matrix
 
 from conftest import slimfly
 

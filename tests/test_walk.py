@@ -4,9 +4,9 @@ pair, and its errors on broken tables."""
 import numpy as np
 import pytest
 
-from tablegen import _walk
-from tablegen.routing import build_tables
-from tablegen.spec import build
+from tablegen.routing import walk as _walk
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
 from tablegen.verify import verify
 
 

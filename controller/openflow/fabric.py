@@ -1,0 +1,226 @@
+"""The controller's decisions, as a plain class: which switch a datapath is, what it must
+hold, what to send to make it so, and whether it does.
+
+:class:`Fabric` never touches a socket: the os-ken app (``controller/app.py``) hands it
+datapath ids and statistics replies and sends the messages it returns.  Per switch the
+cycle is *read → compare → repair → read → compare*: on (re)connect the controller first
+reads the flow and group tables, so a switch that already holds the current generation (a
+controller restart while traffic flows) is verified without a single flow-mod; otherwise it
+deletes what does not belong (other generations, stray entries), adds what is missing,
+sends a barrier and reads again.  A switch still differing after :data:`MAX_REPAIRS`
+rounds is reported failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from controller.openflow import messages as msg
+from tablegen.exports.openflow import Program, plan, program, switch_of_dpid
+from tablegen.tables import TableSet
+
+__all__ = ["Diff", "Fabric", "MAX_REPAIRS", "generation_cookie"]
+
+MAX_REPAIRS = 3
+
+
+def generation_cookie(ts: TableSet) -> int:
+    """The cookie every flow of this table generation carries: 63 bits of a SHA-256 over the
+    routing, the topology and every table array (so another generation never collides)."""
+    h = hashlib.sha256(f"{ts.routing}|{ts.topo.name()}|{ts.num_vcs}".encode())
+    for name in sorted(ts.tables):
+        h.update(name.encode())
+        h.update(ts.tables[name].tobytes())
+    h.update(ts.vc_inc.tobytes())
+    return int.from_bytes(h.digest()[:8], "big") >> 1
+
+
+@dataclass
+class Diff:
+    """What a switch holds that it should not, and what it lacks."""
+
+    missing_flows: list = field(default_factory=list)      # Flow records
+    extra_flows: list = field(default_factory=list)        # (table, priority, OFPMatch)
+    wrong_groups: list = field(default_factory=list)       # (Group, present on the switch)
+    extra_groups: list = field(default_factory=list)       # group ids
+
+    @property
+    def empty(self) -> bool:
+        return not (self.missing_flows or self.extra_flows or self.wrong_groups
+                    or self.extra_groups)
+
+    def summary(self) -> dict:
+        return {"missing_flows": len(self.missing_flows), "extra_flows": len(self.extra_flows),
+                "wrong_groups": len(self.wrong_groups), "extra_groups": len(self.extra_groups)}
+
+
+@dataclass
+class SwitchState:
+    switch: int
+    program: Program
+    state: str = "connected"      # reading, repairing, verified, failed, refused
+    repairs: int = 0
+    errors: int = 0               # OpenFlow error replies
+    flow_mods: int = 0            # flow adds and strict deletes sent by repairs
+    group_mods: int = 0           # group adds, modifies and deletes sent by repairs
+    last_diff: dict = field(default_factory=dict)
+    conn: object = None           # the connection (os-ken datapath) this state belongs to
+
+
+class Fabric:
+    """Decisions for one table set.  ``program`` records are computed once per switch."""
+
+    def __init__(self, ts: TableSet):
+        self.ts = ts
+        self.topo = ts.topo
+        self.cookie = generation_cookie(ts)
+        self._plan = plan(ts)
+        self._programs: dict[int, Program] = {}
+        self._intended: dict[int, tuple[dict, dict]] = {}
+        self.switches: dict[int, SwitchState] = {}      # by dpid
+        self.refused: list[str] = []                     # one line per refused datapath
+
+    # -- identity ------------------------------------------------------------------------------
+    def switch_of(self, dpid: int) -> int | None:
+        """Our switch id of a datapath id; ``None`` for a datapath that is not ours (refuse it,
+        never guess)."""
+        return switch_of_dpid(self.topo, dpid)
+
+    def program(self, switch: int) -> Program:
+        if switch not in self._programs:
+            self._programs[switch] = program(self._plan, switch)
+        return self._programs[switch]
+
+    def intended(self, switch: int) -> tuple[dict, dict]:
+        """Canonical ``{key: (cookie, instructions)}`` flows and ``{group id: desc}`` groups."""
+        if switch not in self._intended:
+            prog = self.program(switch)
+            flows = {}
+            for f in prog.flows:
+                k, v = msg.canon_flow(f, self.cookie)
+                flows[k] = (v, f)
+            groups = {gid: (desc, g) for g in prog.groups for gid, desc in [msg.canon_group(g)]}
+            self._intended[switch] = (flows, groups)
+        return self._intended[switch]
+
+    # -- connection cycle ----------------------------------------------------------------------
+    def connected(self, dpid: int, conn=None) -> SwitchState | None:
+        """A datapath said hello on connection ``conn``; the state to track (replacing that of
+        an earlier connection of the same dpid), or ``None`` when it is not ours."""
+        s = self.switch_of(dpid)
+        if s is None:
+            return None
+        st = SwitchState(s, self.program(s), state="reading", conn=conn)
+        self.switches[dpid] = st
+        return st
+
+    def current(self, dpid: int, conn) -> SwitchState | None:
+        """The state of ``dpid`` when ``conn`` is its current connection, else ``None``: a
+        switch that reconnects gets a new connection before os-ken reports the old one dead,
+        and what the old one still delivers must not touch the new one's state."""
+        st = self.switches.get(dpid)
+        return st if st is not None and st.conn is conn else None
+
+    def expected_ports(self, switch: int) -> tuple[set[int], set[int]]:
+        """OpenFlow port numbers of the switch's host ports and connected network ports, as
+        the tables number them."""
+        hs = int(self.topo.hosts[switch])
+        net = {hs + 1 + int(j) for j in (self.topo.adj[switch] >= 0).nonzero()[0]}
+        return set(range(1, hs + 1)), net
+
+    def check_ports(self, switch: int, ports) -> str | None:
+        """``None`` when the datapath's ports (reserved ones ignored) fit the tables: every
+        network port present, host ports among the switch's (a host port may be empty), no
+        other port; else a one-line reason — tables of another fabric, or miswiring."""
+        have = {int(p) for p in ports if int(p) < 0xFF00}
+        host, net = self.expected_ports(switch)
+        missing, extra = sorted(net - have), sorted(have - net - host)
+        if not missing and not extra:
+            return None
+        return (f"switch {switch} of {self.topo.name()} has ports {sorted(have)[:12]}; the "
+                f"tables need network ports {sorted(net)[:12]} and host ports <= "
+                f"{len(host)} (missing {missing[:8]}, unexpected {extra[:8]}): tables of "
+                f"another fabric?")
+
+    def refuse(self, dpid: int) -> None:
+        st = self.switches.get(dpid)
+        if st is not None:
+            st.state = "refused"
+
+    def disconnected(self, dpid: int, conn=None) -> SwitchState | None:
+        """Connection ``conn`` of ``dpid`` died: forget the switch and return its state — or
+        return ``None`` and keep everything when ``conn`` is not its current connection (the
+        late death of a connection the switch has already replaced)."""
+        st = self.current(dpid, conn)
+        if st is not None:
+            del self.switches[dpid]
+        return st
+
+    def compare(self, switch: int, flow_stats, group_stats) -> Diff:
+        """Diff between what the switch reports (``OFPFlowStats`` / ``OFPGroupDescStats``
+        lists) and its program."""
+        flows, groups = self.intended(switch)
+        d = Diff()
+        seen = set()
+        for st in flow_stats:
+            key, val = msg.canon_stats_flow(st)
+            want = flows.get(key)
+            if want is None:
+                d.extra_flows.append((int(st.table_id), int(st.priority), st.match))
+            elif want[0] == val:
+                seen.add(key)
+            # else: same table, priority and match, other actions or cookie: re-adding the
+            # flow overwrites it in place (no gap in forwarding)
+        d.missing_flows = [f for key, (_, f) in flows.items() if key not in seen]
+        got = {gid: desc for gid, desc in map(msg.canon_stats_group, group_stats)}
+        d.wrong_groups = [(g, gid in got) for gid, (desc, g) in groups.items()
+                          if got.get(gid) != desc]
+        d.extra_groups = [gid for gid in got if gid not in groups]
+        return d
+
+    def repair(self, dpid: int, diff: Diff) -> list:
+        """Messages that turn the switch's tables into its program (the caller sends them,
+        then a barrier, then reads back).  Groups first (flows may point at them); stray flows
+        are deleted strictly, missing or changed ones (re-)added."""
+        st = self.switches[dpid]
+        out = []
+        for gid in diff.extra_groups:
+            out.append(msg.parser.OFPGroupMod(None, msg.ofp.OFPGC_DELETE, msg.ofp.OFPGT_SELECT,
+                                              gid, []))
+        for g, present in diff.wrong_groups:
+            out.append(msg.group_mod(g, msg.ofp.OFPGC_MODIFY if present else msg.ofp.OFPGC_ADD))
+        for table, prio, m in diff.extra_flows:
+            out.append(msg.delete_flow(table, prio, m))
+        out += [msg.flow_mod(f, self.cookie) for f in diff.missing_flows]
+        st.flow_mods += len(diff.missing_flows) + len(diff.extra_flows)
+        st.group_mods += len(diff.extra_groups) + len(diff.wrong_groups)
+        return out
+
+    def verdict(self, dpid: int, diff: Diff) -> str:
+        """After a read: ``verified``, ``repairing`` (send :meth:`repair`'s messages) or
+        ``failed`` (still differing after :data:`MAX_REPAIRS` rounds)."""
+        st = self.switches[dpid]
+        st.last_diff = diff.summary()
+        if diff.empty:
+            st.state = "verified"
+        elif st.repairs >= MAX_REPAIRS:
+            st.state = "failed"
+        else:
+            st.repairs += 1
+            st.state = "repairing"
+        return st.state
+
+    def status(self) -> dict:
+        """JSON-ready: per switch its state, repairs and last diff; totals."""
+        per = {str(st.switch): {"dpid": f"{dpid:016x}", "state": st.state,
+                                "repairs": st.repairs, "errors": st.errors,
+                                "flow_mods": st.flow_mods, "group_mods": st.group_mods,
+                                "flows": len(st.program.flows), "diff": st.last_diff}
+               for dpid, st in sorted(self.switches.items())}
+        states = [st.state for st in self.switches.values()]
+        return {"routing": self.ts.routing, "topology": self.topo.name(),
+                "cookie": f"0x{self.cookie:016x}", "switches": self.topo.n_switches,
+                "connected": len(states), "verified": states.count("verified"),
+                "failed": states.count("failed"), "refused": self.refused,
+                "per_switch": per}

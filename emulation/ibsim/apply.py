@@ -1,0 +1,892 @@
+"""Load an exported InfiniBand table set into real OpenSM on an ibsim fabric and compare.
+
+``apply(DIR)`` takes the files of ``fabroute ib export`` (in ``DIR``) or of ``fabroute tables
+--formats ib`` (in ``DIR/ib``): ``fabric.net``, ``guids.json``, ``guid2lid``, ``lfts.dump``,
+``sl2vl.dump``, ``path-sl.txt``.  It checks them against each other (bad input: exit 2,
+nothing started), builds our OpenSM plugin and bulk reader (``tablegen/opensm/``, cached by
+source hash), starts ``ibsim`` and OpenSM 3.3.23 with the routing engine ``fabroute`` (the
+``file`` engine's LFTs plus our ``update_sl2vl`` / ``path_sl`` hooks), waits for
+``SUBNET UP`` and reads back, with ONE ``fabroute_ibread`` process (pipelined MADs, directed
+routes from the SM's HCA, so the read does not depend on the LFTs under test):
+
+* every switch's LFT, block by block (SubnGet LinearForwardingTable; ``dump_fts`` misses the
+  top LID when it is a multiple of 64),
+* every SL2VL table OpenSM programmed (each switch's (in, out) pairs, each CA port) straight
+  from the simulated switches (SubnGet SLtoVLMappingTable),
+* PathRecord SLs from OpenSM's SA (SubnAdmGet PathRecord by SLID/DLID) for every (source HCA,
+  destination port, LID offset) triple, or a deterministic sample above ``max_paths``,
+
+compares them with the files and stops OpenSM, then ibsim, by PID (also on errors and Ctrl-C).
+``docs/infiniband.md`` describes it all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller import opensm as opensm_plugin
+from tablegen.errors import BadInput, RunFailed
+
+__all__ = ["IB_FILES", "PathSlRules", "UMAD2SIM", "apply",
+           "binaries_missing", "build_tools", "compare_lfts", "fabric_lids", "find_ib_dir",
+           "load_table_set", "parse_dump_fts", "parse_lfts", "parse_net", "parse_path_sl",
+           "parse_sl2vl"]
+
+UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+IB_FILES = ("fabric.net", "guids.json", "guid2lid", "lfts.dump", "sl2vl.dump", "path-sl.txt")
+BINARIES = ("ibsim", "opensm")
+APT_HINT = ("apt-get install opensm ibsim-utils infiniband-diags gcc libc6-dev libopensm-dev "
+            "libibumad-dev libibmad-dev (or make install)")
+NO_PORT = 255                  # an LFT entry that forwards nowhere (dump_fts -a prints 255)
+FIRST_MISMATCHES = 10          # how many mismatches the report lists per kind
+LOG_TAIL = 15                  # log lines in a start-failure report
+MAX_UNICAST_LID = 0xBFFF
+DATA_VLS = 8                   # ibsim ports: VLCap VL0-7 (OpenSM masks higher VLs away)
+VL_DROP = 15
+MAX_PATHS = 200_000            # PathRecords read back before sampling (~1 s per 60 000)
+READ_WINDOW = 64               # MADs fabroute_ibread keeps in flight
+READ_TIMEOUT_MS = 500
+
+PLUGIN_SRC = opensm_plugin.SOURCE
+READER_SRC = Path(__file__).with_name("fabroute_ibread.c")
+PLUGIN_NAME = "fabroute_osm"                       # OpenSM dlopen()s lib<name>.so
+INCLUDE = Path("/usr/include/infiniband")
+HEADERS = {"libopensm-dev": INCLUDE / "opensm" / "osm_opensm.h",
+           "libibumad-dev": INCLUDE / "umad.h",
+           "libibmad-dev": INCLUDE / "mad.h"}
+
+_runs = itertools.count()
+_HEADER = re.compile(rb"Unicast lids \[[^\]]*\] of switch .*? guid (0x[0-9a-fA-F]+)")
+_SL2VL_NODE = re.compile(r"(Switch|Channel Adapter|Router) (0x[0-9a-fA-F]+)\b")
+_NET_GUID = re.compile(r"(?:switchguid|caguid)=(0x[0-9a-fA-F]+)")
+_NET_NODE = re.compile(r'(Switch|Hca)\s+\d+\s+"([^"]+)"')
+_NET_PORT = re.compile(r'\[(\d+)\]\s+"([^"]+)"\[(\d+)\]')
+
+
+def binaries_missing() -> list[str]:
+    """The programs / libraries ``apply`` needs that this machine lacks."""
+    missing = [b for b in BINARIES if shutil.which(b) is None
+               and not any(Path(d, b).exists() for d in ("/usr/sbin", "/sbin"))]
+    if not Path(UMAD2SIM).exists():
+        missing.append(UMAD2SIM)
+    if shutil.which("gcc") is None:
+        missing.append("gcc")
+    missing += [f"{h} ({pkg})" for pkg, h in HEADERS.items() if not h.exists()]
+    return missing
+
+
+def _which(name: str) -> str:
+    for d in ("/usr/sbin", "/sbin"):
+        if Path(d, name).exists():
+            return str(Path(d, name))
+    return shutil.which(name) or name
+
+
+# -- the C parts: built at first use, cached by source hash ------------------------------------
+def _cache_root() -> Path:
+    base = os.environ.get("FABROUTE_CACHE") or os.environ.get("XDG_CACHE_HOME") \
+        or Path.home() / ".cache"
+    return Path(base) / "fabroute" / "opensm"
+
+
+def build_tools() -> Path:
+    """Compile the OpenSM plugin (``controller/opensm/fabroute_osm.c``) and the reader
+    (``emulation/ibsim/fabroute_ibread.c``) into ``<cache>/<hash>/`` (``libfabroute_osm.so`` and
+    ``fabroute_ibread``) unless already there; returns that directory.  The key hashes both
+    sources and the OpenSM version header.  Safe under parallel runs (build in a temporary
+    directory, then rename)."""
+    if shutil.which("gcc") is None:
+        raise BadInput(f"gcc not found: cannot build the OpenSM plugin; {APT_HINT}")
+    absent = [f"{h} ({pkg})" for pkg, h in HEADERS.items() if not h.exists()]
+    if absent:
+        raise BadInput(f"missing headers {', '.join(absent)}: cannot build the OpenSM plugin; "
+                       f"{APT_HINT}")
+    h = hashlib.sha256()
+    for src in (PLUGIN_SRC, READER_SRC):
+        h.update(src.name.encode() + b"\0" + src.read_bytes())
+    h.update((INCLUDE / "opensm" / "osm_version.h").read_bytes())
+    out = _cache_root() / h.hexdigest()[:16]
+    lib, reader = out / f"lib{PLUGIN_NAME}.so", out / "fabroute_ibread"
+    if lib.is_file() and reader.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out.parent))
+    try:
+        cmds = {PLUGIN_SRC: ["gcc", "-O2", "-Wall", "-shared", "-fPIC", f"-I{INCLUDE}", "-o",
+                             str(tmp / lib.name), str(PLUGIN_SRC)],
+                READER_SRC: ["gcc", "-O2", "-Wall", f"-I{INCLUDE}", "-o", str(tmp / reader.name),
+                             str(READER_SRC), "-libmad", "-libumad"]}
+        for src, cmd in cmds.items():
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode:
+                lines = res.stderr.strip().splitlines() or [f"status {res.returncode}"]
+                first = next((l for l in lines if "error" in l), lines[-1])
+                raise BadInput(f"cannot build {src.name} with gcc: {first.strip()}; {APT_HINT}")
+        try:
+            tmp.rename(out)
+        except OSError:          # a parallel run got there first
+            if not (lib.is_file() and reader.is_file()):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+# -- parsing -----------------------------------------------------------------------------------
+def parse_lfts(text: bytes, what: str) -> dict[int, dict[int, int]]:
+    """``{switch GUID: {LID: port}}`` from an ``opensm-lfts.dump``-style file or from
+    ``dump_fts -n`` output (same section header / ``0x<lid> <port>`` lines).  LID 0 is
+    skipped (dump_fts -a prints it; it is no unicast LID)."""
+    out: dict[int, dict[int, int]] = {}
+    cur: dict[int, int] | None = None
+    for no, line in enumerate(text.splitlines(), 1):
+        if line.startswith(b"0x"):
+            if cur is None:
+                raise BadInput(f"{what}:{no}: LFT entry before any 'Unicast lids' switch line")
+            parts = line.split(None, 2)
+            try:
+                lid, port = int(parts[0], 16), int(parts[1])
+            except (ValueError, IndexError):
+                raise BadInput(f"{what}:{no}: {line[:60]!r} is no '0x<lid> <port>' "
+                               f"entry") from None
+            if lid:
+                cur[lid] = port
+        elif line.startswith(b"Unicast lids"):
+            m = _HEADER.match(line)
+            if m is None:
+                raise BadInput(f"{what}:{no}: switch line without ' guid 0x<hex>'")
+            guid = int(m.group(1), 16)
+            if guid in out:
+                raise BadInput(f"{what}:{no}: switch 0x{guid:016x} listed twice")
+            cur = out[guid] = {}
+    return out
+
+
+parse_dump_fts = parse_lfts
+
+
+def parse_sl2vl(text: str, what: str) -> dict[int, tuple[str, dict[tuple[int, int], tuple]]]:
+    """``{GUID: (kind, {(in, out): (VL of SL0, ..., VL of SL15)})}`` from an
+    ``opensm-sl2vl.dump``-style file (kind ``Switch`` / ``Channel Adapter``; the GUID is the
+    switch's node GUID or the CA's port GUID)."""
+    out: dict[int, tuple[str, dict]] = {}
+    cur: dict | None = None
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        if s[0].isdigit():
+            if cur is None:
+                raise BadInput(f"{what}:{no}: SL2VL row before any 'Switch 0x…' / "
+                               f"'Channel Adapter 0x…' line")
+            head, sep, tail = s.partition(":")
+            try:
+                i, o = (int(x) for x in head.split())
+                vls = tuple(int(x) for x in tail.split())
+                if not sep or len(vls) != 16:
+                    raise ValueError
+            except ValueError:
+                raise BadInput(f"{what}:{no}: {s[:60]!r} is no '<in> <out> : <16 VLs>' row") \
+                    from None
+            if (i, o) in cur:
+                raise BadInput(f"{what}:{no}: row ({i}, {o}) listed twice")
+            cur[(i, o)] = vls
+            continue
+        m = _SL2VL_NODE.match(s)
+        if m is None:
+            raise BadInput(f"{what}:{no}: {s[:60]!r} is neither a node line nor an SL2VL row")
+        guid = int(m.group(2), 16)
+        if guid in out:
+            raise BadInput(f"{what}:{no}: node 0x{guid:016x} listed twice")
+        cur = {}
+        out[guid] = (m.group(1), cur)
+    return out
+
+
+@dataclass
+class PathSlRules:
+    """``path-sl.txt``: ``src dst offset|* sl`` lines, first match wins.  Indexed like the
+    plugin does it: per wildcard class (src/dst exact or ``*``) a dict from the (src, dst) key
+    to that key's rules in file order."""
+    rules: list[tuple[int | None, int | None, int | None, int]] = field(default_factory=list)
+    index: list[dict] = field(default_factory=lambda: [{}, {}, {}, {}])
+
+    def add(self, src, dst, off, sl):
+        idx = len(self.rules)
+        self.rules.append((src, dst, off, sl))
+        cls = (src is None) * 2 + (dst is None)
+        self.index[cls].setdefault((src, dst), []).append((idx, off, sl))
+
+    def sl(self, src: int, dst: int, off: int) -> int | None:
+        """The SL of the first rule matching (src port GUID, dst port GUID, LID offset)."""
+        best, sl = None, None
+        for cls in range(4):
+            key = (None if cls & 2 else src, None if cls & 1 else dst)
+            for idx, o, s in self.index[cls].get(key, ()):
+                if best is not None and idx >= best:
+                    break
+                if o is None or o == off:
+                    best, sl = idx, s
+                    break
+        return sl
+
+
+def parse_path_sl(text: str, what: str) -> PathSlRules:
+    rules = PathSlRules()
+    for no, line in enumerate(text.splitlines(), 1):
+        toks = line.split("#", 1)[0].split()
+        if not toks:
+            continue
+        try:
+            if len(toks) != 4:
+                raise ValueError
+            src, dst = (None if t == "*" else int(t, 16) for t in toks[:2])
+            off = None if toks[2] == "*" else int(toks[2], 0)
+            sl = int(toks[3], 0)
+            if not 0 <= sl <= 15 or (off is not None and not 0 <= off <= 127):
+                raise ValueError
+        except ValueError:
+            raise BadInput(f"{what}:{no}: {line.strip()[:60]!r} is no "
+                           f"'src_guid|* dst_guid|* offset|* sl' line (SL 0-15)") from None
+        rules.add(src, dst, off, sl)
+    return rules
+
+
+# -- the input: files, cross-checks -------------------------------------------------------------
+@dataclass
+class TableSet:
+    dir: Path                       # the directory holding the files (DIR or DIR/ib)
+    guids: dict
+    lmc: int
+    lfts: dict[int, dict[int, int]]
+    sl2vl: dict
+    path_sl: PathSlRules
+    radix: dict[int, int]           # switch GUID -> ports
+    ca_ports: dict[int, dict]       # CA port GUID -> host record
+    port_guids: set[int]            # switch GUIDs + CA port GUIDs
+    net: dict[int, tuple[str, dict[int, tuple[int, int]]]]   # parse_net(fabric.net)
+
+
+def find_ib_dir(d, required: bool = True) -> Path | None:
+    """``d`` itself when it holds the files (``fabroute ib export``), else ``d/ib``
+    (``fabroute tables``); None when neither holds any and not ``required``."""
+    d = Path(d)
+    if not d.is_dir():
+        raise BadInput(f"DIR={d} is not a directory; expected the --out of 'fabroute ib export' "
+                       f"or 'fabroute tables'")
+    for cand in (d, d / "ib"):
+        if (cand / "fabric.net").is_file() or (cand / "lfts.dump").is_file():
+            missing = [f for f in IB_FILES if not (cand / f).is_file()]
+            if missing:
+                raise BadInput(f"{cand} lacks {', '.join(missing)} (an incomplete InfiniBand "
+                               f"export)")
+            return cand
+    if not required:
+        return None
+    raise BadInput(f"DIR={d} holds no InfiniBand export (missing fabric.net, lfts.dump, ... in "
+                   f"DIR or DIR/ib); expected 'fabroute ib export SPEC --routing R --out DIR' or "
+                   f"'fabroute tables SPEC --routing R --out DIR' with the ib format")
+
+
+def _load_guids(path: Path) -> dict:
+    try:
+        guids = json.loads(path.read_text())
+        if guids.get("format") != "fabroute-ib-guids":
+            raise ValueError(f"format {guids.get('format')!r}")
+        for key in ("switches", "hosts", "ibsim_limits"):
+            if key not in guids:
+                raise KeyError(key)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise BadInput(f"{path} is no fabroute-ib-guids file ({type(e).__name__}: {e})") from None
+    if not guids["hosts"]:
+        raise BadInput(f"{path}: no HCA to attach OpenSM to")
+    return guids
+
+
+def _check_lid_space(path: Path, guids: dict, lmc: int) -> None:
+    if not 0 <= lmc <= 7:
+        raise BadInput(f"{path}: LMC {lmc} is outside InfiniBand's 0..7")
+    n_sw, n_h, step = len(guids["switches"]), len(guids["hosts"]), 1 << lmc
+    first = -(-(n_sw + 1) // step) * step           # the first aligned LID after the switches
+    top = first + n_h * step - 1
+    if top > MAX_UNICAST_LID:
+        fit = max(l for l in range(8) if -(-(n_sw + 1) // (1 << l)) * (1 << l)
+                  + n_h * (1 << l) - 1 <= MAX_UNICAST_LID) \
+            if n_sw + n_h < MAX_UNICAST_LID else None
+        raise BadInput(f"{path}: LMC {lmc} needs LIDs up to 0x{top:04x} ({n_h} HCAs x {step} LIDs "
+                       f"after {n_sw} switches) but unicast LIDs end at 0x{MAX_UNICAST_LID:04X}"
+                       + (f"; LMC {fit} fits" if fit is not None else ""))
+    for h in guids["hosts"]:
+        lo, hi = h.get("lids", [h["lid"], h["lid"] + step - 1])
+        if lo != h["lid"] or hi - lo + 1 != step or lo % step or hi > MAX_UNICAST_LID:
+            raise BadInput(f"{path}: host {h['name']} has LIDs {lo}..{hi}; LMC {lmc} needs "
+                           f"{step} LIDs from a multiple of {step}, up to "
+                           f"0x{MAX_UNICAST_LID:04X}")
+
+
+def parse_net(text: str, what: str) -> dict[int, tuple[str, dict[int, tuple[int, int]]]]:
+    """``{node GUID: (kind, {port: (peer node GUID, peer port)})}`` from an ibsim ``net`` file
+    whose records each follow a ``switchguid=`` / ``caguid=`` line (kind ``Switch`` /
+    ``Hca``) — the wiring ibsim simulates, hence what a packet really crosses."""
+    nodes: dict[int, tuple[str, dict]] = {}
+    by_name: dict[str, int] = {}
+    links: list[tuple[int, int, int, str, int]] = []
+    guid = cur = None
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        if m := _NET_GUID.match(s):
+            guid = int(m.group(1), 16)
+        elif m := _NET_NODE.match(s):
+            if guid is None:
+                raise BadInput(f"{what}:{no}: {m.group(1)} record without a guid= line before it")
+            if guid in nodes:
+                raise BadInput(f"{what}:{no}: node 0x{guid:016x} listed twice")
+            nodes[guid] = (m.group(1), {})
+            by_name[m.group(2)] = cur = guid
+            guid = None
+        elif m := _NET_PORT.match(s):
+            if cur is None:
+                raise BadInput(f"{what}:{no}: port line before any Switch / Hca record")
+            links.append((no, cur, int(m.group(1)), m.group(2), int(m.group(3))))
+    for no, g, port, peer, peer_port in links:
+        if peer not in by_name:
+            raise BadInput(f"{what}:{no}: port {port} of 0x{g:016x} leads to {peer!r}, which is "
+                           f"no node of this file")
+        nodes[g][1][port] = (by_name[peer], peer_port)
+    return nodes
+
+
+def load_table_set(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> TableSet:
+    """Read and cross-check the files of ``d`` (or the override files), raising
+    :class:`BadInput` on anything OpenSM would silently ignore or mis-program."""
+    ib = find_ib_dir(d)
+    guids = _load_guids(ib / "guids.json")
+    lmc = int(guids.get("lmc", 0))
+    _check_lid_space(ib / "guids.json", guids, lmc)
+    try:
+        radix = {int(s["guid"], 16): int(s["num_ports"]) for s in guids["switches"]}
+        ca_ports = {int(h["port_guid"], 16): h for h in guids["hosts"]}
+        ca_nodes = {int(h["node_guid"], 16) for h in guids["hosts"]}
+    except (KeyError, ValueError, TypeError) as e:
+        raise BadInput(f"{ib / 'guids.json'}: switch/host record without {e}") from None
+    net = parse_net((ib / "fabric.net").read_text(errors="replace"), str(ib / "fabric.net"))
+    want = set(radix) | ca_nodes
+    if net.keys() != want:
+        extra, lack = sorted(net.keys() - want), sorted(want - net.keys())
+        raise BadInput(f"{ib / 'fabric.net'} and {ib / 'guids.json'} describe different fabrics: "
+                       + (f"0x{extra[0]:016x} ({len(extra)} GUIDs) only in fabric.net" if extra
+                          else f"0x{lack[0]:016x} ({len(lack)} GUIDs) not in fabric.net"))
+    ports = set(radix) | set(ca_ports)
+    _check_guid2lid(ib / "guid2lid", ports)
+
+    lf = Path(lfts_file) if lfts_file is not None else ib / "lfts.dump"
+    sf = Path(sl2vl_file) if sl2vl_file is not None else ib / "sl2vl.dump"
+    pf = Path(path_sl_file) if path_sl_file is not None else ib / "path-sl.txt"
+    for f in (lf, sf, pf):
+        if not f.is_file():
+            raise BadInput(f"{f} does not exist")
+    lfts = _check_lfts(lf, radix, guids)
+    sl2vl = _check_sl2vl(sf, guids, radix, ca_ports)
+    rules = parse_path_sl(pf.read_text(errors="replace"), str(pf))
+    for no, (src, dst, off, _) in enumerate(rules.rules):
+        for g, what in ((src, "source"), (dst, "destination")):
+            if g is not None and g not in ports:
+                raise BadInput(f"{pf}: rule {no + 1}: {what} 0x{g:016x} is no port of this fabric "
+                               f"(guids.json: switch GUIDs and HCA port GUIDs)")
+        if off is not None and off >= 1 << lmc:
+            raise BadInput(f"{pf}: rule {no + 1}: LID offset {off} but LMC {lmc} gives "
+                           f"offsets 0..{(1 << lmc) - 1}")
+    return TableSet(ib, guids, lmc, lfts, sl2vl, rules, radix, ca_ports, ports, net)
+
+
+def _check_guid2lid(path: Path, ports: set[int]) -> None:
+    for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        toks = line.split()
+        if not toks or toks[0].startswith("#"):
+            continue
+        try:
+            g = int(toks[0], 16)
+        except ValueError:
+            raise BadInput(f"{path}:{no}: {line[:60]!r} is no '<guid> <lid> <lid>' line") from None
+        if g not in ports:
+            raise BadInput(f"{path}:{no}: 0x{g:016x} is no port of this fabric (guids.json)")
+
+
+def fabric_lids(guids: dict) -> dict[int, str]:
+    """Every LID guids.json assigns (each switch's, each HCA's 2^LMC) -> its node's name."""
+    step = 1 << int(guids.get("lmc", 0))
+    lids = {int(sw["lid"]): sw["name"] for sw in guids["switches"]}
+    for h in guids["hosts"]:
+        lids.update((int(h["lid"]) + k, h["name"]) for k in range(step))
+    return lids
+
+
+def _check_lfts(path: Path, radix: dict[int, int], guids: dict) -> dict[int, dict[int, int]]:
+    """Every switch must list every LID of the fabric, each with a real port: OpenSM's file
+    engine sets what a file omits to 255 (no port), and a read-back cannot tell that from a
+    file that said 255, so a gap or a 255 would pass the comparison while dropping traffic."""
+    lfts = parse_lfts(path.read_bytes(), str(path))
+    alien = [g for g in lfts if g not in radix]
+    if alien:
+        raise BadInput(f"{path}: switch 0x{alien[0]:016x} is not in this fabric (guids.json; "
+                       f"{len(alien)} such switches: a file of another fabric?)")
+    want = fabric_lids(guids)
+    for g, entries in lfts.items():
+        bad = [(lid, p) for lid, p in entries.items() if p > radix[g]]
+        if bad:
+            lid, p = bad[0]
+            if p == NO_PORT:
+                raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{lid:04x} -> port {NO_PORT} "
+                               f"(no port); expected a port 0..{radix[g]}: every LID needs a "
+                               f"route")
+            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{lid:04x} -> port {p} is beyond "
+                           f"its {radix[g]} ports")
+        if entries.keys() != want.keys():
+            lack = sorted(want.keys() - entries.keys())
+            if lack:
+                raise BadInput(f"{path}: switch 0x{g:016x} has no entry for LID 0x{lack[0]:04x} "
+                               f"({want[lack[0]]}) and {len(lack) - 1} more; expected one for "
+                               f"each of the {len(want)} LIDs in guids.json")
+            extra = min(entries.keys() - want.keys())
+            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{extra:04x} belongs to no port of "
+                           f"this fabric; expected only the {len(want)} LIDs in guids.json")
+    absent = sorted(set(radix) - set(lfts))
+    if absent:
+        raise BadInput(f"{path}: {len(absent)} switches of the fabric have no LFT section "
+                       f"(first 0x{absent[0]:016x})")
+    return lfts
+
+
+def _check_sl2vl(path: Path, guids: dict, radix: dict[int, int], ca_ports: dict) -> dict:
+    tables = parse_sl2vl(path.read_text(errors="replace"), str(path))
+    known = {"Switch": radix, "Channel Adapter": ca_ports}
+    alien = [(g, kind) for g, (kind, _) in tables.items() if g not in known.get(kind, ())]
+    if alien:
+        g, kind = alien[0]
+        raise BadInput(f"{path}: {kind.lower()} 0x{g:016x} is not in this fabric (guids.json; "
+                       f"{len(alien)} such nodes: a file of another fabric?)")
+    for g, (kind, rows) in tables.items():
+        top = radix[g] if kind == "Switch" else 0
+        for (i, o), vls in rows.items():
+            if i > top or o > top:
+                raise BadInput(f"{path}: {kind.lower()} 0x{g:016x} row ({i}, {o}): port "
+                               f"{max(i, o)} is beyond its {top} ports"
+                               + (" (a CA has the single row '0 0')" if not top else ""))
+            bad = [v for v in vls if v >= DATA_VLS and v != VL_DROP]
+            if bad:
+                raise BadInput(f"{path}: {kind.lower()} 0x{g:016x} row ({i}, {o}): VL {bad[0]} "
+                               f"is beyond the {DATA_VLS} data VLs of ibsim's ports (0-"
+                               f"{DATA_VLS - 1}, or 15 = drop)")
+    for s in guids["switches"]:
+        g = int(s["guid"], 16)
+        if g not in tables:
+            raise BadInput(f"{path}: switch 0x{g:016x} ({s['name']}) has no SL2VL section")
+        kind, rows = tables[g]
+        if kind != "Switch":
+            raise BadInput(f"{path}: 0x{g:016x} is a switch, listed as {kind}")
+        outs = sorted(p.get("ib_port", p["port"]) for p in s["ports"])
+        need = [(i, o) for o in outs for i in range(radix[g] + 1)]
+        lack = [k for k in need if k not in rows]
+        if lack:
+            raise BadInput(f"{path}: switch 0x{g:016x} ({s['name']}) lacks {len(lack)} of its "
+                           f"{len(need)} (in, out) rows, first ({lack[0][0]}, {lack[0][1]})")
+    for g, h in ca_ports.items():
+        if g not in tables or (0, 0) not in tables[g][1]:
+            raise BadInput(f"{path}: channel adapter port 0x{g:016x} ({h['name']}) has no "
+                           f"SL2VL section with row '0 0'")
+        if tables[g][0] != "Channel Adapter":
+            raise BadInput(f"{path}: 0x{g:016x} is a channel adapter port, listed as "
+                           f"{tables[g][0]}")
+    return tables
+
+
+# -- what to read back ---------------------------------------------------------------------------
+def dr_paths(guids: dict) -> tuple[dict[int, str], dict[int, str]]:
+    """Directed routes (``0,1,p1,p2,…``) from the SM's HCA (the first host) to every switch
+    and every CA port, by BFS over guids.json: ``(switch GUID -> route, CA port GUID ->
+    route)``.  They do not depend on the LFTs under test."""
+    sw = {s["id"]: s for s in guids["switches"]}
+    h0 = guids["hosts"][0]
+    route = {h0["switch"]: "0,1"}
+    q = deque([h0["switch"]])
+    while q:
+        u = q.popleft()
+        for p in sw[u]["ports"]:
+            v = p.get("switch")
+            if v is not None and v not in route:
+                route[v] = f"{route[u]},{p.get('ib_port', p['port'])}"
+                q.append(v)
+    sw_routes = {int(sw[i]["guid"], 16): r for i, r in route.items()}
+    ca_routes = {}
+    for h in guids["hosts"]:
+        if h is h0:
+            ca_routes[int(h["port_guid"], 16)] = "0"
+        elif h["switch"] in route:
+            ca_routes[int(h["port_guid"], 16)] = f"{route[h['switch']]},{h['switch_port']}"
+    return sw_routes, ca_routes
+
+
+def path_pairs(ts: TableSet, max_paths: int = MAX_PATHS):
+    """The (source HCA index, destination index, LID offset) triples whose PathRecord SL is
+    read back: every source HCA to every other HCA (each LID offset) and to every switch —
+    or, above ``max_paths``, every k-th triple of that list (k = ceil(total / max_paths)),
+    starting at the source's index mod k, so each source, each destination and each offset
+    gets its share.  Returns (triples, total, k)."""
+    hosts, switches = ts.guids["hosts"], ts.guids["switches"]
+    n_h, n_s, n_off = len(hosts), len(switches), 1 << ts.lmc
+    per_src = (n_h - 1) * n_off + n_s
+    total = n_h * per_src
+    k = max(1, math.ceil(total / max_paths)) if max_paths else 1
+    out = []
+    for i in range(n_h):
+        for j in range(i % k, per_src, k):
+            if j < (n_h - 1) * n_off:
+                d, off = divmod(j, n_off)
+                out.append((i, d + (d >= i), off))
+            else:
+                out.append((i, n_h + j - (n_h - 1) * n_off, 0))
+    return out, total, k
+
+
+# -- comparison --------------------------------------------------------------------------------
+def compare_lfts(expected: dict[int, dict[int, int]], actual: dict[int, dict[int, int]],
+                 names: dict[int, str] | None = None, first: int = FIRST_MISMATCHES) -> dict:
+    """Entry-by-entry comparison.  A mismatch is a (switch, LID) whose port differs: a LID
+    ``expected`` lists that the switch forwards elsewhere or nowhere (``actual`` None / 255),
+    or a LID ``expected`` does not list that the switch forwards to a port.  A switch missing
+    from ``actual`` counts each of its entries."""
+    names = names or {}
+    mism, total, listed = 0, 0, []
+    for g in sorted(set(expected) | set(actual)):
+        exp, act = expected.get(g, {}), actual.get(g)
+        total += len(exp)
+        a = act or {}
+        for lid in sorted(set(exp) | {k for k, p in a.items() if p != NO_PORT}):
+            e, got = exp.get(lid), a.get(lid)
+            if e == NO_PORT:
+                e = None
+            if got == NO_PORT:
+                got = None
+            if e != got:
+                mism += 1
+                if len(listed) < first:
+                    listed.append({"switch": f"0x{g:016x}", "name": names.get(g),
+                                   "lid": lid, "expected": e, "actual": got,
+                                   **({"switch_missing": True} if act is None else {})})
+    return {"switches": len(expected), "switches_read": len(actual),
+            "switches_missing": len(set(expected) - set(actual)),
+            "switches_unexpected": len(set(actual) - set(expected)),
+            "entries": total, "mismatches": mism, "first_mismatches": listed}
+
+
+def _name_of(ts: TableSet, g: int) -> str | None:
+    if g in ts.ca_ports:
+        return ts.ca_ports[g]["name"]
+    return next((s["name"] for s in ts.guids["switches"] if int(s["guid"], 16) == g), None)
+
+
+# -- processes -------------------------------------------------------------------------------
+def _tail(path: Path, n: int = LOG_TAIL) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-n:]
+    except OSError:
+        return []
+
+
+def _tails(*logs: tuple[Path, int]) -> list[str]:
+    """The last lines of several logs, each line prefixed with its file's name."""
+    return [f"{p.name}: {l}" for p, n in logs for l in _tail(p, n) if l.strip()]
+
+
+def _wait_for(proc: subprocess.Popen, log: Path, marker: str, timeout: float,
+              fail: tuple[str, ...] = ()) -> str | None:
+    """None when ``marker`` appears in ``log``; else why not (exited / a ``fail`` line was
+    logged / timed out)."""
+    end = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        try:
+            with open(log, "rb") as f:
+                text = f.read()
+            if marker.encode() in text:
+                return None
+            for bad in fail:
+                i = text.find(bad.encode())
+                if i >= 0:
+                    line = text[text.rfind(b"\n", 0, i) + 1:text.find(b"\n", i)]
+                    return f"logged {line.decode(errors='replace').strip()!r}"
+        except FileNotFoundError:
+            pass
+        rc = proc.poll()
+        if rc is not None:
+            return f"exited with status {rc} before logging {marker!r}"
+        if time.monotonic() > end:
+            return f"did not log {marker!r} within {timeout:.0f} s"
+        time.sleep(delay)
+        delay = min(0.1, delay * 1.5)
+
+
+def _stop(proc: subprocess.Popen | None, grace: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` s; reaps the child.  Only this PID."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+# the machine's /etc/opensm/qos-policy.conf must not apply; OpenSM insists on a default level
+QOS_POLICY = """# fabroute ib apply: path SLs come from the fabroute engine's path_sl hook
+qos-levels
+    qos-level
+        name: default
+        sl: 0
+    end-qos-level
+end-qos-levels
+"""
+
+_PLUGIN_FAIL = ("fabroute_osm: ERROR", "cannot load plugin",
+                "Failed to setup routing engine 'fabroute'",   # ('no_fallback' is logged too)
+                "cannot find or setup routing engine 'fabroute'")
+
+
+def apply(d, *, load: str | os.PathLike | None = None,
+          load_sl2vl: str | os.PathLike | None = None,
+          load_path_sl: str | os.PathLike | None = None,
+          keep_logs: bool = False, timeout: float | None = None,
+          max_paths: int = MAX_PATHS) -> dict:
+    """Run ibsim + OpenSM (engine ``fabroute``) on the table set ``d``, read back LFTs,
+    SL2VL tables and PathRecord SLs and compare them with the files of ``d``.
+
+    ``load`` / ``load_sl2vl`` / ``load_path_sl`` hand OpenSM another LFT / SL2VL / path-SL
+    file while the comparison stays against ``d``'s (negative controls).  ``max_paths``
+    bounds the PathRecords read (0: all).  Returns the report (``ok`` when no kind has a
+    mismatch); raises :class:`BadInput` before starting anything and :class:`RunFailed`
+    (with a report holding the log tails) when a process fails.  Both processes are stopped
+    on return, error or KeyboardInterrupt."""
+    t0 = time.perf_counter()
+    expected = load_table_set(d)
+    if load is not None or load_sl2vl is not None or load_path_sl is not None:
+        # the files OpenSM gets instead must pass the same checks
+        load_table_set(d, lfts_file=load, sl2vl_file=load_sl2vl, path_sl_file=load_path_sl)
+    ib = expected.dir.resolve()
+    loaded = {"lfts": Path(load or ib / "lfts.dump").resolve(),
+              "sl2vl": Path(load_sl2vl or ib / "sl2vl.dump").resolve(),
+              "path_sl": Path(load_path_sl or ib / "path-sl.txt").resolve()}
+    missing = binaries_missing()
+    if missing:
+        raise BadInput(f"not installed: {', '.join(missing)}; {APT_HINT}")
+    tools = build_tools()
+    guids, lmc = expected.guids, expected.lmc
+    lim = guids["ibsim_limits"]
+    n_entries = sum(len(v) for v in expected.lfts.values())
+    if timeout is None:
+        timeout = 30.0 + n_entries / 20_000   # OpenSM sends one SMP per 64 LFT entries
+    names = {int(s["guid"], 16): s["name"] for s in guids["switches"]}
+    sw_routes, ca_routes = dr_paths(guids)
+    pairs, pairs_total, stride = path_pairs(expected, max_paths)
+    timings: dict[str, float] = {"check_s": time.perf_counter() - t0}
+
+    sock = f"fabroute-{os.getpid()}-{next(_runs)}"
+    scratch = Path(tempfile.mkdtemp(prefix=f"{sock}-"))
+    if re.search(r"\s", str(scratch)):       # the plugin option is one whitespace-free token
+        shutil.rmtree(scratch)
+        scratch = Path(tempfile.mkdtemp(prefix=f"{sock}-", dir="/tmp"))
+    ibsim = opensm = None
+    try:
+        for sub in ("osm-tmp", "osm-cache", "plugin"):
+            (scratch / sub).mkdir()
+        shutil.copy(ib / "guid2lid", scratch / "osm-cache" / "guid2lid")
+        shutil.copy(loaded["sl2vl"], scratch / "plugin" / "sl2vl.dump")
+        shutil.copy(loaded["path_sl"], scratch / "plugin" / "path-sl.txt")
+        (scratch / "qos-policy.conf").write_text(QOS_POLICY)
+        conf = scratch / "opensm.conf"
+        conf.write_text(f"# fabroute ib apply\n"
+                        f"event_plugin_name {PLUGIN_NAME}\n"
+                        f"event_plugin_options {scratch / 'plugin'}\n"
+                        f"qos TRUE\n"
+                        f"qos_policy_file {scratch / 'qos-policy.conf'}\n"
+                        f"dump_files_dir {scratch / 'osm-tmp'}\n")
+        base_env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        base_env["IBSIM_SOCKNAME"] = sock
+        client_env = dict(base_env, LD_PRELOAD=UMAD2SIM, SIM_HOST=guids["hosts"][0]["name"],
+                          OSM_TMP_DIR=str(scratch / "osm-tmp"),
+                          OSM_CACHE_DIR=str(scratch / "osm-cache"))
+        osm_env = dict(client_env, LD_LIBRARY_PATH=":".join(
+            [str(tools)] + [p for p in [base_env.get("LD_LIBRARY_PATH")] if p]))
+        ibsim_log, osm_log = scratch / "ibsim.log", scratch / "opensm.log"
+        report: dict = {"dir": str(d), "files": str(ib), "topology": guids.get("topology"),
+                        "routing": guids.get("routing"), "lmc": lmc,
+                        "loaded": {k: str(v) for k, v in loaded.items()}, "socket": sock,
+                        "tools": str(tools)}
+        if keep_logs:
+            report["logs"] = str(scratch)
+        cmd = [_which("ibsim"), "-s", "-n", "-N", str(lim["N"]), "-S", str(lim["S"]),
+               "-P", str(lim["P"]), "-L", str(lim["L"]), str(ib / "fabric.net")]
+        with open(ibsim_log, "wb") as log:
+            ibsim = subprocess.Popen(cmd, cwd=scratch, env=base_env, stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        report["ibsim"] = {"pid": ibsim.pid, "cmd": cmd}
+        why = _wait_for(ibsim, ibsim_log, "Network simulator ready.", timeout)
+        if why:
+            raise RunFailed(f"ibsim {why}", dict(report, log_tail=_tails((ibsim_log, LOG_TAIL))))
+        timings["ibsim_ready_s"] = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        cmd = [_which("opensm"), "-F", str(conf), "-d2", "-e", "-f", str(osm_log), "-s", "0",
+               "-x", "-l", str(lmc), "-R", "fabroute,no_fallback", "-U", str(loaded["lfts"])]
+        with open(scratch / "opensm.out", "wb") as out:
+            opensm = subprocess.Popen(cmd, cwd=scratch, env=osm_env,
+                                      stdin=subprocess.DEVNULL, stdout=out,
+                                      stderr=subprocess.STDOUT)
+        report["opensm"] = {"pid": opensm.pid, "cmd": cmd}
+        why = _wait_for(opensm, osm_log, "SUBNET UP", timeout, fail=_PLUGIN_FAIL)
+        if why:
+            raise RunFailed(f"opensm {why}", dict(report, log_tail=_tails(
+                (osm_log, LOG_TAIL), (scratch / "opensm.out", 4), (ibsim_log, 3))))
+        timings["opensm_up_s"] = time.perf_counter() - t1
+        log_text = osm_log.read_text(errors="replace")
+        ready = re.search(r"fabroute_osm: (ready: .*)", log_text)
+        report["opensm"]["plugin"] = ready.group(1) if ready else None
+        report["opensm"]["tables_configured"] = "fabroute tables configured" in log_text
+        if not ready or not report["opensm"]["tables_configured"]:
+            raise RunFailed("opensm did not route with the fabroute engine (plugin not "
+                            "loaded?)", dict(report, log_tail=_tails((osm_log, LOG_TAIL))))
+
+        t2 = time.perf_counter()
+        queries, lft_keys, sl_keys = [], [], []
+        top = max((lid for e in expected.lfts.values() for lid in e), default=0)
+        for g in expected.lfts:
+            route = sw_routes.get(g)
+            if route is not None:
+                for block in range(top // 64 + 1):
+                    lft_keys.append((g, block))
+                    queries.append(f"L {route} {block}")
+        for g, (kind, rows) in expected.sl2vl.items():
+            route = sw_routes.get(g) if kind == "Switch" else ca_routes.get(g)
+            for (i, o) in rows:
+                sl_keys.append((g, i, o, route))
+                if route is not None:
+                    queries.append(f"S {route} {(i << 8 | o) if kind == 'Switch' else 0}")
+        hosts, switches = guids["hosts"], guids["switches"]
+        n_h = len(hosts)
+        for i, j, off in pairs:
+            dst = hosts[j] if j < n_h else switches[j - n_h]
+            queries.append(f"P {hosts[i]['lid']} {dst['lid'] + off}")
+        try:
+            res = subprocess.run([str(tools / "fabroute_ibread"), str(READ_TIMEOUT_MS),
+                                  str(READ_WINDOW)], cwd=scratch, env=client_env,
+                                 input="\n".join(queries).encode() + b"\n", capture_output=True,
+                                 timeout=timeout + len(queries) / 2_000)
+        except subprocess.TimeoutExpired:
+            raise RunFailed("fabroute_ibread did not finish in time", report) from None
+        answers = res.stdout.decode(errors="replace").splitlines()
+        if res.returncode != 0 or len(answers) != len(queries):
+            raise RunFailed(f"fabroute_ibread exited with status {res.returncode} after "
+                            f"{len(answers)} of {len(queries)} answers",
+                            dict(report, log_tail=res.stderr.decode(errors="replace")
+                                 .splitlines()[-LOG_TAIL:]))
+        timings["readback_s"] = time.perf_counter() - t2
+        report["readback"] = {"lft_block_smps": len(lft_keys),
+                              "sl2vl_smps": sum(1 for k in sl_keys if k[3] is not None),
+                              "path_records": len(pairs), "processes": 1}
+    finally:
+        _stop(opensm)   # OpenSM first: without its ibsim it ignores SIGTERM
+        _stop(ibsim)
+        if not keep_logs:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    t4 = time.perf_counter()
+    it = iter(answers)
+    actual_lfts: dict[int, dict[int, int]] = {}
+    for g, block in lft_keys:
+        a = next(it).split()
+        if a[0] == "ok":
+            actual_lfts.setdefault(g, {}).update(
+                (block * 64 + k, int(p)) for k, p in enumerate(a[1:]) if block or k)
+    report["lft"] = compare_lfts(expected.lfts, actual_lfts, names)
+    report["sl2vl"] = _compare_sl2vl(expected, sl_keys, it)
+    report["path_sl"] = _compare_path_sl(expected, pairs, it, pairs_total, stride, max_paths)
+    timings["compare_s"] = time.perf_counter() - t4
+    timings["total_s"] = time.perf_counter() - t0
+    report["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    report["mismatches"] = sum(report[k]["mismatches"] for k in ("lft", "sl2vl", "path_sl"))
+    report["ok"] = report["mismatches"] == 0
+    return report
+
+
+def _compare_sl2vl(ts: TableSet, keys, answers) -> dict:
+    mism, listed, errors, vls = 0, [], 0, Counter()
+    for g, i, o, route in keys:
+        exp = ts.sl2vl[g][1][(i, o)]
+        if route is None:
+            got, err = None, "no directed route"
+        else:
+            a = next(answers).split()
+            got, err = (tuple(int(x) for x in a[1:]), None) if a[0] == "ok" else (None, a[-1])
+            vls.update(got or ())
+        if got != exp:
+            mism += 1
+            errors += err is not None
+            if len(listed) < FIRST_MISMATCHES:
+                listed.append({"node": f"0x{g:016x}", "name": _name_of(ts, g), "in": i, "out": o,
+                               "expected": list(exp), "actual": list(got) if got else None,
+                               **({"sls": [s for s in range(16) if got[s] != exp[s]]} if got
+                                  else {"error": err})})
+    return {"nodes": len(ts.sl2vl), "entries": len(keys), "mismatches": mism,
+            "read_errors": errors, "vls_read": {str(v): n for v, n in sorted(vls.items())},
+            "first_mismatches": listed}
+
+
+def _compare_path_sl(ts: TableSet, pairs, answers, total: int, stride: int,
+                     max_paths: int) -> dict:
+    hosts, switches = ts.guids["hosts"], ts.guids["switches"]
+    n_h = len(hosts)
+    mism, listed, errors, no_rule, sls = 0, [], 0, 0, Counter()
+    for i, j, off in pairs:
+        src = int(hosts[i]["port_guid"], 16)
+        dst_rec = hosts[j] if j < n_h else switches[j - n_h]
+        dst = int(dst_rec["port_guid"] if j < n_h else dst_rec["guid"], 16)
+        exp = ts.path_sl.sl(src, dst, off)
+        if exp is None:
+            no_rule += 1
+            exp = 0            # no rule: the plugin leaves OpenSM's SL (0)
+        a = next(answers).split()
+        got, err = (int(a[1]), None) if a[0] == "ok" else (None, a[-1])
+        sls[got] += got is not None
+        if got != exp:
+            mism += 1
+            errors += err is not None
+            if len(listed) < FIRST_MISMATCHES:
+                listed.append({"src": f"0x{src:016x}", "src_name": hosts[i]["name"],
+                               "dst": f"0x{dst:016x}", "dst_name": dst_rec["name"],
+                               "slid": hosts[i]["lid"], "dlid": dst_rec["lid"] + off,
+                               "offset": off, "expected": exp, "actual": got,
+                               **({"error": err} if err else {})})
+    return {"pairs_total": total, "entries": len(pairs), "sampled": stride > 1,
+            "sample": (f"every {stride}th (source HCA, destination, offset) triple, starting at "
+                       f"the source index mod {stride} (max_paths={max_paths})"
+                       if stride > 1 else "all"),
+            "no_rule": no_rule, "mismatches": mism, "read_errors": errors,
+            "sls_read": {str(v): n for v, n in sorted(sls.items()) if n},
+            "first_mismatches": listed}

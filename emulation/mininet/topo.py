@@ -1,0 +1,92 @@
+"""A Mininet ``Topo`` of any fabroute :class:`~tablegen.topology.Topology`, with our numbers.
+
+Plans (``docs/emulation.md``):
+
+* **switch** ``s`` is the Mininet switch / OVS bridge ``<prefix>s<s>`` with datapath id
+  ``tablegen.exports.openflow.dpid(s) = s + 1`` — the plan of ``docs/formats.md`` that the exported
+  files and the controller (``switch_of_dpid``) use; any other datapath id is refused.
+* **ports**: every OVS OpenFlow port number is the fabroute port number — host ``e`` of
+  switch ``s`` on port ``e + 1``, network port index ``j`` on ``hosts[s] + 1 + j`` (Mininet's
+  ``port1``/``port2`` become OVS ``ofport_request``).  Interface names follow:
+  ``<switch>-eth<port>``; a host's only interface is ``<host>-eth0``.
+* **host** ``h`` (fabroute host id) is ``<prefix>h<h>`` with MAC ``host_macs(topo)[h]``
+  (``02:GG:GG:LL:LL:EE``) and IPv4 :func:`host_ip` ``= 10.0.0.0 + h + 1`` in ``10.0.0.0/8``
+  (``h = 0`` → ``10.0.0.1``, ``h = 255`` → ``10.0.1.0``; up to 2^24 − 2 hosts).
+* ``hosts_per_switch=k`` attaches only the first ``k`` hosts of every switch (ports
+  ``1..k``); their ids, MACs, IPs and ports stay those of the full topology, so the tables
+  need no change.  The host ports left out simply have no interface.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import numpy as np
+from mininet.topo import Topo
+
+from tablegen.exports.openflow import dpid, host_macs, mac_str
+from tablegen.topology import Topology
+
+__all__ = ["FabricTopo", "host_ip", "host_of_ip", "switch_name", "host_name", "emulated_hosts"]
+
+IP_BASE = int(ipaddress.IPv4Address("10.0.0.0"))
+IP_PREFIX = 8
+
+
+def host_ip(h: int) -> str:
+    """IPv4 address of fabroute host ``h``: ``10.0.0.0 + h + 1`` (dotted quad, no prefix)."""
+    if not 0 <= h < (1 << 24) - 2:
+        raise ValueError(f"host {h}: the 10.0.0.0/8 plan holds hosts 0 .. {(1 << 24) - 3}")
+    return str(ipaddress.IPv4Address(IP_BASE + h + 1))
+
+
+def host_of_ip(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip)) - IP_BASE - 1
+
+
+def switch_name(s: int, prefix: str = "") -> str:
+    return f"{prefix}s{s}"
+
+
+def host_name(h: int, prefix: str = "") -> str:
+    return f"{prefix}h{h}"
+
+
+def emulated_hosts(topo: Topology, hosts_per_switch: int | None = None) -> np.ndarray:
+    """``int64[H', 3]`` rows ``[host, switch, port]`` of the hosts the emulation attaches."""
+    ht = topo.host_table()
+    if hosts_per_switch is not None:
+        if hosts_per_switch < 1:
+            raise ValueError(f"hosts_per_switch={hosts_per_switch}; expected >= 1")
+        ht = ht[ht[:, 2] <= hosts_per_switch]
+    return ht
+
+
+class FabricTopo(Topo):
+    """Switches, hosts and links of ``topo`` with fabroute's port numbers (see module doc).
+
+    ``prefix`` is prepended to every node name (two emulations on one machine need different
+    prefixes; interface names must stay within Linux's 15 characters).  Besides Mininet's
+    graph it keeps ``hosts_table`` (:func:`emulated_hosts`) and, indexed by fabroute host id
+    over the whole topology, ``macs`` and ``ips`` (no prefix length).
+
+    ``emulation.mininet.net.build_net`` realises this topo in bulk instead of with ``Mininet.build()``
+    (docs/emulation.md, *Building fast*)."""
+
+    def build(self, topo: Topology, hosts_per_switch: int | None = None, prefix: str = ""):
+        self.hosts_table = emulated_hosts(topo, hosts_per_switch)
+        self.macs = macs = mac_str(host_macs(topo))
+        self.ips = [host_ip(h) for h in range(topo.n_hosts)]
+        longest = len(f"{switch_name(topo.n_switches - 1, prefix)}-eth"
+                      f"{int(topo.hosts.max()) + topo.radix}")
+        if longest > 15:
+            raise ValueError(f"prefix {prefix!r}: interface names reach {longest} characters; "
+                             "Linux allows 15")
+        for s in range(topo.n_switches):
+            self.addSwitch(switch_name(s, prefix), dpid=f"{dpid(s):016x}")
+        for h, s, port in self.hosts_table.tolist():
+            name = host_name(h, prefix)
+            self.addHost(name, ip=f"{self.ips[h]}/{IP_PREFIX}", mac=macs[h])
+            self.addLink(name, switch_name(s, prefix), port1=0, port2=port)
+        for a, pa, b, pb in topo.links.tolist():
+            self.addLink(switch_name(a, prefix), switch_name(b, prefix), port1=pa, port2=pb)

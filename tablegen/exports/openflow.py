@@ -1,0 +1,483 @@
+"""The OpenFlow 1.3 program of a table set: every flow entry and group of every switch.
+
+One pure function, :func:`program`, turns a :class:`~tablegen.tables.TableSet` into plain,
+serialisable records (:class:`Flow`, :class:`Group`).  Both consumers read those records:
+the text export (``ovs-ofctl`` files, :func:`ofctl_flow`) and the controller, which turns
+them into os-ken messages (``controller/messages.py``).  What is exported is exactly what is
+installed.  ``docs/openflow.md`` specifies the pipeline.
+
+Addressing: host MACs ``02:GG:GG:LL:LL:EE`` (group, rank in group, host index), datapath id
+``switch + 1``.  Header: VLAN VID = phase (0: phase 1; ``1 + t``: phase 0 toward target
+``t``), VLAN PCP = the VC of the next hop, metadata = the chosen out port.
+
+Pipeline: table 0 ingress, 1 source choice, 2 phase exit, 3 forwarding, 4 egress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from tablegen.errors import NotExpressible
+from tablegen.tables import PathClass, TableSet
+from tablegen.topology import Topology
+
+__all__ = ["CHOICE_BITS_MAX", "Flow", "Group", "Program", "T_ARRIVE",
+           "T_CHOICE", "T_EGRESS", "T_FWD", "T_INGRESS", "choice_slots", "dpid",
+           "host_macs", "mac_str", "ofctl_flow", "ofctl_group", "plan", "program",
+           "switch_of_dpid", "udp_src_for"]
+
+T_INGRESS, T_CHOICE, T_ARRIVE, T_FWD, T_EGRESS = 0, 1, 2, 3, 4
+GROUP_MASK = "ff:ff:ff:00:00:00"
+SWITCH_MASK = "ff:ff:ff:ff:ff:00"
+MAX_PCP_VCS = 8                   # 3-bit PCP
+MAX_VID = 4094                    # 4095 is reserved
+OFPVID_PRESENT = 0x1000
+CHOICE_BITS_MAX = 12              # source-choice slots are the low bits of the L4 source port
+ETH_IPV4, IPPROTO_TCP, IPPROTO_UDP = 0x0800, 6, 17
+# any VID: OpenFlow 1.3's prerequisite of a vlan_pcp match and (OVS) of setting VLAN fields
+TAGGED = ("vlan_vid", (OFPVID_PRESENT, OFPVID_PRESENT))
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One flow entry.
+
+    ``match``: ``(field, value)`` pairs with os-ken OXM names (``in_port``, ``eth_dst``,
+    ``vlan_vid`` — ``OFPVID_PRESENT | vid`` or 0 for untagged —, ``vlan_pcp``, ``eth_type``,
+    ``ip_proto``, ``udp_src``, ``tcp_src``, ``metadata``); a masked value is a ``(value,
+    mask)`` pair.  ``actions``: ``("push_vlan", ethertype)``, ``("set_field", field,
+    value)``, ``("pop_vlan",)``, ``("output", port | "in_port")``, ``("set_queue", q)``,
+    ``("group", id)``, ``("write_metadata", value)``, ``("goto_table", table)``; the last
+    two are instructions, the others apply-actions in order.
+    """
+
+    table: int
+    priority: int
+    match: tuple
+    actions: tuple
+
+
+@dataclass(frozen=True)
+class Group:
+    """A SELECT group: ``buckets`` of ``(weight, actions)``; bucket actions may end with
+    ``("resubmit", table)`` (an Open vSwitch action: OpenFlow 1.3 buckets cannot goto)."""
+
+    group_id: int
+    buckets: tuple
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Program:
+    """Everything one switch holds."""
+
+    switch: int
+    dpid: int
+    flows: tuple
+    groups: tuple
+
+
+# ---------------------------------------------------------------------------------------------
+# addressing
+# ---------------------------------------------------------------------------------------------
+def dpid(switch: int) -> int:
+    """Datapath id of a switch: ``switch + 1`` (0 is no valid datapath id)."""
+    return int(switch) + 1
+
+
+def switch_of_dpid(topo: Topology, value: int) -> int | None:
+    """The switch of a datapath id, or ``None`` when it is not one of ``topo``'s."""
+    s = int(value) - 1
+    return s if 0 <= s < topo.n_switches else None
+
+
+def group_rank(topo: Topology) -> np.ndarray:
+    """Rank of every switch inside its group (by id)."""
+    grp = topo.group.astype(np.int64)
+    order = np.lexsort((np.arange(topo.n_switches), grp))
+    start = np.searchsorted(grp[order], grp[order], side="left")
+    rank = np.empty(topo.n_switches, dtype=np.int64)
+    rank[order] = np.arange(topo.n_switches) - start
+    return rank
+
+
+def check_mac_plan(topo: Topology) -> None:
+    if topo.n_groups > 0xFFFF or group_rank(topo).max(initial=0) > 0xFFFF:
+        raise NotExpressible(f"{topo.name()}: {topo.n_groups} groups or a group of more than "
+                             "65536 switches do not fit the 02:GG:GG:LL:LL:EE MAC plan")
+    if topo.hosts.max(initial=0) > 256:
+        raise NotExpressible(f"{topo.name()}: {int(topo.hosts.max())} hosts on a switch; the "
+                             "MAC plan has one byte for the host index")
+
+
+def switch_macs(topo: Topology) -> np.ndarray:
+    """MAC of host index 0 of every switch, i.e. the switch prefix (uint64)."""
+    g = topo.group.astype(np.uint64)
+    return (np.uint64(0x02) << np.uint64(40)) | (g << np.uint64(24)) | (
+        group_rank(topo).astype(np.uint64) << np.uint64(8))
+
+
+def host_macs(topo: Topology) -> np.ndarray:
+    """``uint64[H]`` MAC address of every host (``02:GG:GG:LL:LL:EE``)."""
+    check_mac_plan(topo)
+    ht = topo.host_table()
+    return switch_macs(topo)[ht[:, 1]] | (ht[:, 2] - 1).astype(np.uint64)
+
+
+def mac_str(values) -> list[str]:
+    out = []
+    for v in np.asarray(values, dtype=np.uint64).tolist():
+        s = f"{v:012x}"
+        out.append(f"{s[0:2]}:{s[2:4]}:{s[4:6]}:{s[6:8]}:{s[8:10]}:{s[10:12]}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# source choice
+# ---------------------------------------------------------------------------------------------
+def choice_slots(weights: list[int]) -> tuple[int, list[int]]:
+    """Split the ``2**bits`` values of the L4 source port's low bits among buckets in
+    proportion to ``weights`` (largest remainder, every bucket at least one slot).
+
+    Returns ``(bits, owner)`` with ``owner[slot]`` the bucket index.  ``bits`` is the
+    smallest with ``2**bits >= 4 * len(weights)`` (so shares are within 25 % of the weights'),
+    at most :data:`CHOICE_BITS_MAX`.
+    """
+    k = len(weights)
+    bits = 0
+    while (1 << bits) < 4 * k and bits < CHOICE_BITS_MAX:
+        bits += 1
+    slots = 1 << bits
+    if slots < k:
+        raise NotExpressible(f"{k} source-choice buckets exceed {slots} L4 port slots")
+    w = np.asarray(weights, dtype=np.float64)
+    share = (slots - k) * w / w.sum()
+    count = 1 + np.floor(share).astype(np.int64)
+    rest = slots - int(count.sum())
+    count[np.argsort(-(share - np.floor(share)), kind="stable")[:rest]] += 1
+    return bits, np.repeat(np.arange(k), count).tolist()
+
+
+def udp_src_for(prog: Program, target: int, base: int = 49152) -> int | None:
+    """A UDP source port whose packets the source choice of ``prog`` sends via ``target``
+    (VID ``1 + target``), or ``None`` when no slot leads there."""
+    for f in prog.flows:
+        if f.table == T_CHOICE and dict(f.match).get("ip_proto") == IPPROTO_UDP:
+            vid = next(a[2] for a in f.actions if a[:2] == ("set_field", "vlan_vid"))
+            if vid == OFPVID_PRESENT | (1 + target):
+                value, mask = dict(f.match)["udp_src"]
+                return (base & ~mask) | value
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the program
+# ---------------------------------------------------------------------------------------------
+def _effective_vcs(ts: TableSet) -> int:
+    """VCs the PCP must carry: ``ts.num_vcs`` (``fabroute tables`` tightens it to what the
+    verified paths use)."""
+    if ts.num_vcs > MAX_PCP_VCS:
+        raise NotExpressible(f"{ts.routing} on {ts.topo.name()}: {ts.num_vcs} VCs; the VLAN "
+                             f"PCP carries at most {MAX_PCP_VCS}")
+    return max(ts.num_vcs, 1)
+
+
+def _aggregate(table: np.ndarray, grp: np.ndarray, n_groups: int):
+    """Per (switch u, group G not containing u): the majority port toward G's switches and
+    whether a group entry pays off (>= 2 switches agree); plus the (u, d) pairs that need a
+    switch entry.  u's own group always gets switch entries: a group entry there could bounce
+    a packet for an unknown switch of the group between members forever."""
+    n = table.shape[0]
+    R = int(table.max(initial=0)) + 1
+    valid = table >= 0
+    if np.bincount(grp, minlength=n_groups).max(initial=0) < 2:
+        # singleton groups (torus, DSN): nothing to aggregate
+        return (np.zeros((n, n_groups), dtype=bool), np.zeros((n, n_groups), dtype=np.int64),
+                valid.copy())
+    maj = np.empty((n, n_groups), dtype=np.int64)
+    best = np.empty((n, n_groups), dtype=np.int64)
+    _majority(table, grp.astype(np.int64), R, maj, best)
+    use = best >= 2
+    use[np.arange(n), grp] = False
+    covered = use[np.arange(n)[:, None], grp[None, :]] & (
+        table == maj[np.arange(n)[:, None], grp[None, :]])
+    exc = valid & ~covered
+    return use, maj, exc
+
+
+@njit(cache=True)
+def _majority(table, grp, R, maj, best):
+    """``maj[u, G]``: the port ``u``'s table uses most toward group ``G``'s switches (the
+    lowest such port on a tie; 0 when none), ``best[u, G]`` how often.  O(N^2 + N G R)."""
+    n, m = table.shape
+    counts = np.zeros((maj.shape[1], R), dtype=np.int64)
+    for u in range(n):
+        counts[:] = 0
+        for d in range(m):
+            if table[u, d] >= 0:
+                counts[grp[d], table[u, d]] += 1
+        for g in range(maj.shape[1]):
+            k = 0
+            for p in range(1, R):
+                if counts[g, p] > counts[g, k]:
+                    k = p
+            maj[u, g], best[u, g] = k, counts[g, k]
+
+
+@dataclass
+class Plan:
+    """What :func:`program` needs for every switch, computed once per table set."""
+
+    ts: TableSet
+    V: int
+    ingress: dict
+    choice: PathClass | None
+    deliver_vids: list
+    host_mac: list
+    sw_prefix: list
+    grp_prefix: list
+    phase_tables: list          # (vid, use, maj, exc_rows, exc_cols, exc_split, table, leave)
+    vid_targets: list           # classes whose phase 0 heads for a switch or group (VID 1 + t)
+    on_path: tuple | None
+
+
+def plan(ts: TableSet) -> Plan:
+    """Check that ``ts`` fits the pipeline and precompute the per-table-set parts.
+    Complexity: O(N^2) plus VAL_nta's O(N^2 L) on-path triples."""
+    topo = ts.topo
+    n = topo.n_switches
+    check_mac_plan(topo)
+    if len({c.table1 for c in ts.classes}) > 1:
+        raise NotExpressible(f"{ts.routing}: classes use different phase-1 tables; VID 0 "
+                             "cannot tell them apart")
+    V = _effective_vcs(ts)
+    grp = topo.group.astype(np.int64)
+    G = topo.n_groups
+    first = ts.classes[0]
+    choice = next((c for c in ts.classes if c.inter != "none"), None)
+    to_target = [c for c in ts.classes if c.table0 is not None and c.target0 != "dst"]
+    to_dst = [c for c in ts.classes if c.table0 is not None and c.target0 == "dst"]
+    if to_target and to_dst:
+        raise NotExpressible(f"{ts.routing}: mixes DSN-F style and Valiant phase 0; their "
+                             "VIDs would collide")
+    for c in to_target:
+        top = 1 + (G - 1 if c.target0 == "group" else n - 1)
+        if top > MAX_VID:
+            raise NotExpressible(f"{ts.routing} on {topo.name()}: class {c.name} needs VID "
+                                 f"{top}; VLAN IDs end at {MAX_VID}")
+    if first.table0 is None:
+        ingress = {"pcp": first.vc_base, "vid": 0, "choice": False}
+    elif first.target0 == "dst":
+        ingress = {"pcp": first.vc_base, "vid": 1, "choice": False}
+    else:
+        ingress = {"pcp": first.vc_base, "vid": None, "choice": True}
+    gmac = (np.uint64(0x02) << np.uint64(40)) | (np.arange(G, dtype=np.uint64) << np.uint64(24))
+    phase_tables = []
+    specs = [(0, ts.tables[ts.classes[-1].table1], None)]
+    specs += [(1, ts.tables[c.table0], c) for c in to_dst]
+    for vid, table, c in specs:
+        use, maj, exc = _aggregate(table, grp, G)
+        er, ec = np.nonzero(exc)
+        split = np.searchsorted(er, np.arange(n + 1))
+        leave = ts.exit_port if c is not None and c.exit == "port" else None
+        phase_tables.append((vid, use, maj, er, ec, split, table, leave))
+    on_path = ts.on_path_triples() if any(c.exit == "on_path" for c in to_target) else None
+    return Plan(ts, V, ingress, choice, [0] + ([1] if to_dst else []),
+                mac_str(host_macs(topo)), mac_str(switch_macs(topo)), mac_str(gmac),
+                phase_tables, to_target, on_path)
+
+
+def buckets(p: Plan, u: int, c: PathClass) -> list[tuple[int, int]]:
+    """(target, weight) per source-choice bucket at ``u``: uniform over the class's phase-0
+    targets.  VAL_3h's target only decides the first hop, so targets sharing a first hop share
+    one bucket (weight = their number; target = the neighbour on that port when it is one of
+    them)."""
+    topo = p.ts.topo
+    n = topo.n_switches
+    if c.target0 == "group":
+        g = int(topo.group[u])
+        return [(G, 1) for G in range(topo.n_groups) if G != g]
+    if c.inter != "switch-3h":
+        return [(i, 1) for i in range(n) if i != u]
+    t0 = p.ts.tables[c.table0][u]
+    cand = np.flatnonzero(np.arange(n) != u)
+    out = []
+    for j in np.unique(t0[cand]).tolist():
+        members = cand[t0[cand] == j]
+        nb = int(topo.adj[u, j])
+        rep = nb if nb in set(members.tolist()) else int(members[0])
+        out.append((rep, len(members)))
+    return out
+
+
+def _vid(v: int) -> int:
+    return OFPVID_PRESENT | v
+
+
+def program(p: Plan, u: int) -> Program:
+    """Flows and groups of switch ``u`` (see ``docs/openflow.md``).  Complexity: O(N + R V)
+    entries per switch (fewer with group aggregation), O(N) work for VAL_nta's on-path set."""
+    ts, topo = p.ts, p.ts.topo
+    n = topo.n_switches
+    hs = int(topo.hosts[u])
+    off = int(topo.host_offset[u])
+    grp = topo.group
+    pn = hs + 1                                   # port number of network index 0
+    net = np.flatnonzero(topo.adj[u] >= 0)
+    flows: list[Flow] = []
+    add = flows.append
+
+    # 0 ingress
+    for e in range(hs):
+        add(Flow(T_INGRESS, 200, (("vlan_vid", 0), ("eth_dst", p.host_mac[off + e])),
+                 (("output", e + 1),)))
+    tag = (("push_vlan", 0x8100), ("set_field", "vlan_pcp", p.ingress["pcp"]))
+    if p.ingress["choice"]:
+        then = (("goto_table", T_CHOICE),)
+    else:
+        then = (("set_field", "vlan_vid", _vid(p.ingress["vid"])), ("goto_table", T_ARRIVE))
+    for e in range(hs):
+        add(Flow(T_INGRESS, 100, (("in_port", e + 1),), tag + then))
+    for j in net.tolist():
+        add(Flow(T_INGRESS, 50, (("in_port", pn + j),), (("goto_table", T_ARRIVE),)))
+
+    # 1 source choice: the L4 source port's low bits pick the bucket (OVS's OpenFlow 1.3
+    # SELECT groups hash every flow to one bucket); other traffic uses the SELECT group
+    groups: list[Group] = []
+    if p.choice is not None:
+        c = p.choice
+        bk = buckets(p, u, c)
+        bits, owner = choice_slots([w for _, w in bk])
+        mask = (1 << bits) - 1
+        for proto, field in ((IPPROTO_UDP, "udp_src"), (IPPROTO_TCP, "tcp_src")):
+            for slot, b in enumerate(owner):
+                add(Flow(T_CHOICE, 100, (TAGGED, ("eth_type", ETH_IPV4), ("ip_proto", proto),
+                                         (field, (slot, mask))),
+                         (("set_field", "vlan_vid", _vid(1 + bk[b][0])),
+                          ("goto_table", T_ARRIVE))))
+        add(Flow(T_CHOICE, 0, (), (("group", 1),)))
+        groups.append(Group(1, tuple((w, (("set_field", "vlan_vid", _vid(1 + t)),
+                                           ("set_field", "vlan_pcp", c.vc_base),
+                                           ("resubmit", T_ARRIVE))) for t, w in bk),
+                            note=f"class {c.name}, weight = phase-0 targets behind the bucket"))
+
+    # 2 phase exit
+    for c in p.vid_targets:
+        if c.exit in ("reach", "on_path"):
+            here = u if c.target0 == "switch" else int(grp[u])
+            add(Flow(T_ARRIVE, 200, (("vlan_vid", _vid(1 + here)),),
+                     (("set_field", "vlan_vid", _vid(0)), ("goto_table", T_FWD))))
+        if c.exit == "on_path" and p.on_path is not None:
+            ou, oi, od = p.on_path
+            lo, hi = np.searchsorted(ou, [u, u + 1])
+            for i, d in zip(oi[lo:hi].tolist(), od[lo:hi].tolist()):
+                if i != u:
+                    add(Flow(T_ARRIVE, 300, (("vlan_vid", _vid(1 + i)),
+                                             ("eth_dst", (p.sw_prefix[d], SWITCH_MASK))),
+                             (("set_field", "vlan_vid", _vid(0)), ("goto_table", T_FWD))))
+    add(Flow(T_ARRIVE, 0, (), (("goto_table", T_FWD),)))
+
+    # 3 forwarding
+    for vid in p.deliver_vids:
+        for e in range(hs):
+            add(Flow(T_FWD, 400, (("vlan_vid", _vid(vid)), ("eth_dst", p.host_mac[off + e])),
+                     (("pop_vlan",), ("output", e + 1))))
+
+    def fwd(prio, match, leave, port):
+        acts = (("set_field", "vlan_vid", _vid(0)),) if leave else ()
+        add(Flow(T_FWD, prio, match, acts + (("write_metadata", port),
+                                             ("goto_table", T_EGRESS))))
+
+    for vid, use, maj, er, ec, split, table, leave in p.phase_tables:
+        gs = np.flatnonzero(use[u])
+        for G, j in zip(gs.tolist(), maj[u, gs].tolist()):
+            fwd(200, (("vlan_vid", _vid(vid)), ("eth_dst", (p.grp_prefix[G], GROUP_MASK))),
+                bool(leave is not None and leave[u, j]), pn + j)
+        ds = ec[split[u]:split[u + 1]]
+        for d, j in zip(ds.tolist(), table[u, ds].tolist()):
+            fwd(300, (("vlan_vid", _vid(vid)), ("eth_dst", (p.sw_prefix[d], SWITCH_MASK))),
+                bool(leave is not None and leave[u, j]), pn + j)
+    for c in p.vid_targets:
+        t0 = ts.tables[c.table0][u]
+        if c.inter == "switch-3h":
+            targets = [t for t, _ in buckets(p, u, c)]
+        elif c.target0 == "group":
+            targets = [G for G in range(topo.n_groups) if G != int(grp[u])]
+        else:
+            targets = [i for i in range(n) if i != u]
+        for t in targets:
+            j = int(t0[t])
+            leave = c.exit == "first_hop" or (c.exit == "port" and bool(ts.exit_port[u, j]))
+            fwd(100, (("vlan_vid", _vid(1 + t)),), leave, pn + j)
+
+    # 4 egress: queue = this hop's VC, PCP = the next hop's
+    for j in net.tolist():
+        for v in range(p.V):
+            nv = min(v + int(ts.vc_inc[u, j]), p.V - 1)
+            acts = (("set_queue", v), ("set_field", "vlan_pcp", nv))
+            add(Flow(T_EGRESS, 100, (("metadata", pn + j), TAGGED, ("vlan_pcp", v)),
+                     acts + (("output", pn + j),)))
+            # OpenFlow never outputs to the ingress port by number; only Valiant phase 0 can
+            # lead a packet back out of the port it came in on
+            if p.vid_targets:
+                add(Flow(T_EGRESS, 110, (("in_port", pn + j), ("metadata", pn + j), TAGGED,
+                                         ("vlan_pcp", v)), acts + (("output", "in_port"),)))
+    return Program(u, dpid(u), tuple(flows), tuple(groups))
+
+
+# ---------------------------------------------------------------------------------------------
+# ovs-ofctl text
+# ---------------------------------------------------------------------------------------------
+def _ofctl_match(match: tuple) -> list[str]:
+    out = []
+    for k, v in match:
+        if (k, v) == TAGGED:
+            out.append("vlan_tci=0x1000/0x1000")
+        elif k == "vlan_vid":
+            out.append(f"dl_vlan={v & 0xFFF}" if v & OFPVID_PRESENT else "dl_vlan=0xffff")
+        elif k == "eth_dst":
+            out.append(f"dl_dst={v[0]}/{v[1]}" if isinstance(v, tuple) else f"dl_dst={v}")
+        elif k == "vlan_pcp":
+            out.append(f"dl_vlan_pcp={v}")
+        elif k == "eth_type":
+            out.append(f"dl_type=0x{v:04x}")
+        elif k == "ip_proto":
+            out.append(f"nw_proto={v}")
+        elif k in ("udp_src", "tcp_src"):
+            out.append(f"tp_src=0x{v[0]:x}/0x{v[1]:x}")
+        else:
+            out.append(f"{k}={v}")
+    return out
+
+
+def _ofctl_action(a: tuple) -> str:
+    kind = a[0]
+    if kind == "push_vlan":
+        return f"push_vlan:0x{a[1]:04x}"
+    if kind == "set_field":
+        return f"set_field:{a[2]}->{a[1]}"
+    if kind == "output":
+        return "in_port" if a[1] == "in_port" else f"output:{a[1]}"
+    if kind == "goto_table":
+        return f"goto_table:{a[1]}"
+    if kind == "resubmit":
+        return f"resubmit(,{a[1]})"
+    if kind == "pop_vlan":
+        return "pop_vlan"
+    return f"{kind}:{a[1]}"           # set_queue, group, write_metadata
+
+
+def ofctl_flow(f: Flow) -> str:
+    """The flow in ``ovs-ofctl add-flows`` syntax."""
+    head = [f"table={f.table}", f"priority={f.priority}"] + _ofctl_match(f.match)
+    return ",".join(head) + ",actions=" + ",".join(_ofctl_action(a) for a in f.actions)
+
+
+def ofctl_group(g: Group) -> str:
+    """The group in ``ovs-ofctl add-groups`` syntax (one line)."""
+    return f"group_id={g.group_id},type=select" + "".join(
+        f",bucket=weight:{w},actions=" + ",".join(_ofctl_action(a) for a in acts)
+        for w, acts in g.buckets)
