@@ -328,9 +328,9 @@ def load_table_set(d: Path):
 
 
 def cmd_verify(args) -> int:
-    from emulation.ibsim.apply import find_ib_dir
-    from emulation.ibsim.apply import load_table_set as load_ib_files
-    from tablegen.exports.infiniband.layers import verify_ib_files
+    from tablegen.exports.infiniband.read import find_ib_dir
+    from tablegen.exports.infiniband.read import load_ib_files as load_ib_files
+    from tablegen.exports.infiniband.verify_files import verify_ib_files
     from tablegen.verify import verify
 
     d = Path(args.dir)
@@ -391,8 +391,8 @@ def _ib_report(ts, lmc: int, seed: int) -> dict:
     CDG computed from the tables (``iblayers.verify_ib``).  A routing IB cannot express
     (too many SLs or LIDs) gives ``expressible: False``: what ``fabroute tables`` skips, not
     a fault of the table set."""
-    from tablegen.exports.files import lid_plan
-    from tablegen.exports.infiniband.layers import ib_routing
+    from tablegen.exports.infiniband.lids import lid_plan
+    from tablegen.exports.infiniband.sls import ib_routing
 
     try:
         lid_plan(ts.topo, lmc)
@@ -578,7 +578,7 @@ def _demo_infiniband(topo, out: Path, console) -> int:
     from rich.table import Table
 
     from emulation.ibsim.apply import apply
-    from tablegen.exports.files import export_ib, ib_layers
+    from tablegen.exports.infiniband.write import export_ib, ib_layers
 
     ns = argparse.Namespace(routing="val-3h", nonmin=None, vcs=None)
     ts, _ = build_and_verify(topo, ns, console)
@@ -637,7 +637,8 @@ def cmd_emulate(args) -> int:
 
 
 def cmd_ib_export(args) -> int:
-    from tablegen.exports.files import export_ib, ib_layers, lid_plan
+    from tablegen.exports.infiniband.lids import lid_plan
+    from tablegen.exports.infiniband.write import export_ib, ib_layers
 
     console = _console()
     topo = _topology(args.spec)

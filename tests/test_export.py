@@ -17,19 +17,14 @@ import numpy as np
 import pytest
 
 from tablegen.errors import NotExpressible
-from tablegen.exports import files as export
 from tablegen.exports import openflow as of
-from tablegen.exports.files import (
-    _run_jobs,
-    export_all,
-    export_ib,
-    export_json,
-    export_openflow,
-    host_macs,
-    lid_plan,
-    load_tables_json,
-    path_sl_rows,
-)
+from tablegen.exports import openflow_text
+from tablegen.exports.files import export_all, export_json, load_tables_json
+from tablegen.exports.infiniband.lids import lid_plan
+from tablegen.exports.infiniband.write import export_ib, path_sl_rows
+from tablegen.exports.openflow import host_macs
+from tablegen.exports.openflow_text import export_openflow
+from tablegen.exports.writer import DEC, HEX, TEXT, RowFormats, row_fields, run_jobs
 from tablegen.routing.build import build_tables
 from tablegen.topologies.baselines import build_torus
 from tablegen.topologies.dragonfly import build_dragonfly
@@ -540,7 +535,7 @@ def test_openflow_files_are_the_program_entries(tmp_path, monkeypatch, kind, rou
     text of tablegen.exports.openflow.program()'s entry (what the controller installs), in its order,
     whatever the chunks of switches formatted at a time."""
     if chunk_rows is not None:
-        monkeypatch.setattr(export, "OF_CHUNK_ROWS", chunk_rows)
+        monkeypatch.setattr(openflow_text, "OF_CHUNK_ROWS", chunk_rows)
     ts = tables(kind, routing)
     export_openflow(ts, tmp_path)
     p = of.plan(ts)
@@ -556,10 +551,10 @@ def test_openflow_files_are_the_program_entries(tmp_path, monkeypatch, kind, rou
 
 
 def test_row_formats_write_numbers_and_strings_like_python():
-    rows = export._RowFormats(["", "ab", "xyz"])
-    a, b, c = export._fields(3)
-    f = rows.add(f"<{a}|{b}|{c}|{a}>\n", [export._DEC, (export._HEX, 4), export._TEXT])
-    g = rows.add(f"{b}\n", [export._DEC, export._DEC])
+    rows = RowFormats(["", "ab", "xyz"])
+    a, b, c = row_fields(3)
+    f = rows.add(f"<{a}|{b}|{c}|{a}>\n", [DEC, (HEX, 4), TEXT])
+    g = rows.add(f"{b}\n", [DEC, DEC])
     rows.compile()
     rng = np.random.default_rng(1)
     vals = np.stack([rng.integers(0, 2**63 - 1, 200) >> rng.integers(0, 63, 200),
@@ -627,7 +622,7 @@ def test_failing_producer_leaves_no_partial_file(tmp_path):
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        _run_jobs(tmp_path, [("b.txt", lambda: ["complete\n"]), ("a.txt", broken)])
+        run_jobs(tmp_path, [("b.txt", lambda: ["complete\n"]), ("a.txt", broken)])
     assert (tmp_path / "a.txt").read_text() == "old\n"
     assert (tmp_path / "b.txt").read_text() == "complete\n"
     assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]

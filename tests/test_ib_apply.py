@@ -14,6 +14,8 @@ import pytest
 from emulation.ibsim import apply as ib_apply
 from tablegen.cli import main
 from tablegen.errors import BadInput
+from tablegen.exports.infiniband.limits import IB_DATA_VLS
+from tablegen.exports.infiniband.read import load_ib_files
 
 from conftest import edited_copy
 
@@ -179,7 +181,7 @@ def test_negative_control_sl2vl_reports_exactly_the_tampered_entry(df, tmp_path)
     head, _, tail = lines[k].partition(":")
     vls = [int(x) for x in tail.split()]
     new = list(vls)
-    new[3] = (vls[3] + 1) % ib_apply.DATA_VLS              # SL 3 of row (in 5, out 2)
+    new[3] = (vls[3] + 1) % IB_DATA_VLS              # SL 3 of row (in 5, out 2)
     lines[k] = f"{head}:" + "".join(f" {v:<2d}" for v in new) + "\n"
     (tmp_path / "sl2vl.dump").write_text("".join(lines))
     rep = ib_apply.apply(df, load_sl2vl=tmp_path / "sl2vl.dump")
@@ -215,7 +217,7 @@ def test_cli_exit_0_and_json_report(sf5, capsys):
 
 def test_path_sample_is_deterministic_and_covers_sources_destinations_offsets(tmp_path_factory,
                                                                               df):
-    ts = ib_apply.load_table_set(df)
+    ts = load_ib_files(df)
     ts.lmc = 2                       # the arithmetic only: 72 HCAs x (71 x 4 + 36) = 23 040
     pairs, total, k = ib_apply.path_pairs(ts, max_paths=3_000)
     assert total == 72 * (71 * 4 + 36) and k == 8 and len(pairs) <= 3_000 + 72

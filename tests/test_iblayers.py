@@ -11,16 +11,10 @@ import pytest
 
 from tablegen.cli import main
 from tablegen.errors import NotExpressible
-from tablegen.exports.files import export_ib, host_path_sls, ib_layers
-from tablegen.exports.infiniband.layers import (
-    IB_DATA_VLS,
-    assign_sls,
-    build_layers,
-    ib_routing,
-    sl2vl_array,
-    verify_ib,
-    walk_layers,
-)
+from tablegen.exports.infiniband.layers import build_layers, walk_layers
+from tablegen.exports.infiniband.limits import IB_DATA_VLS
+from tablegen.exports.infiniband.sls import assign_sls, ib_routing, sl2vl_array, verify_ib
+from tablegen.exports.infiniband.write import export_ib, host_path_sls, ib_layers
 from tablegen.routing.build import build_tables
 from tablegen.topologies.spec import build
 
@@ -501,11 +495,11 @@ def test_verify_rejects_an_lft_loop_with_the_path(sf5_export, tmp_path, capsys):
     assert any(f"switch {v} LID {lid} (offset 0, min): port {back} in the file" in l
                for l in err.splitlines())
     # source HCAs one per SL block find the same: the first failure is kept across blocks
-    from emulation.ibsim import apply as ib_apply
     from tablegen.cli import load_table_set
-    from tablegen.exports.infiniband.layers import verify_ib_files
+    from tablegen.exports.infiniband.read import load_ib_files
+    from tablegen.exports.infiniband.verify_files import verify_ib_files
 
-    ts, files = load_table_set(d), ib_apply.load_table_set(d)
+    ts, files = load_table_set(d), load_ib_files(d)
     whole, split = verify_ib_files(files, ts), verify_ib_files(files, ts, block_cells=1)
     assert not whole["ok"] and len(whole["errors"]) == 3
     for key in ("errors", "layers", "switch_lids", "cdg", "paths"):
@@ -531,12 +525,12 @@ def test_verify_enforces_each_offsets_hop_bound_from_the_tables(sf5_export):
     hops makes the (unchanged) 3-hop paths of offsets 1-3 fail."""
     import dataclasses
 
-    from emulation.ibsim import apply as ib_apply
     from tablegen.cli import load_table_set
-    from tablegen.exports.infiniband.layers import verify_ib_files
+    from tablegen.exports.infiniband.read import load_ib_files
+    from tablegen.exports.infiniband.verify_files import verify_ib_files
 
     ts = load_table_set(sf5_export)
-    files = ib_apply.load_table_set(sf5_export)
+    files = load_ib_files(sf5_export)
     three = sum(lay["hist"].get("3", 0) for lay in verify_ib_files(files, ts)["layers"])
     ts.classes = [dataclasses.replace(c, max_hops=2) for c in ts.classes]
     rep = verify_ib_files(files, ts)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import math
 import os
 import re
@@ -34,28 +33,19 @@ import subprocess
 import tempfile
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller import opensm as opensm_plugin
 from tablegen.errors import BadInput, RunFailed
-
-__all__ = ["IB_FILES", "PathSlRules", "UMAD2SIM", "apply",
-           "binaries_missing", "build_tools", "compare_lfts", "fabric_lids", "find_ib_dir",
-           "load_table_set", "parse_dump_fts", "parse_lfts", "parse_net", "parse_path_sl",
-           "parse_sl2vl"]
+from tablegen.exports.infiniband.limits import NO_PORT
+from tablegen.exports.infiniband.read import IbFiles, load_ib_files
 
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
-IB_FILES = ("fabric.net", "guids.json", "guid2lid", "lfts.dump", "sl2vl.dump", "path-sl.txt")
 BINARIES = ("ibsim", "opensm")
 APT_HINT = ("apt-get install opensm ibsim-utils infiniband-diags gcc libc6-dev libopensm-dev "
             "libibumad-dev libibmad-dev (or make install)")
-NO_PORT = 255                  # an LFT entry that forwards nowhere (dump_fts -a prints 255)
 FIRST_MISMATCHES = 10          # how many mismatches the report lists per kind
 LOG_TAIL = 15                  # log lines in a start-failure report
-MAX_UNICAST_LID = 0xBFFF
-DATA_VLS = 8                   # ibsim ports: VLCap VL0-7 (OpenSM masks higher VLs away)
-VL_DROP = 15
 MAX_PATHS = 200_000            # PathRecords read back before sampling (~1 s per 60 000)
 READ_WINDOW = 64               # MADs fabroute_ibread keeps in flight
 READ_TIMEOUT_MS = 500
@@ -69,11 +59,6 @@ HEADERS = {"libopensm-dev": INCLUDE / "opensm" / "osm_opensm.h",
            "libibmad-dev": INCLUDE / "mad.h"}
 
 _runs = itertools.count()
-_HEADER = re.compile(rb"Unicast lids \[[^\]]*\] of switch .*? guid (0x[0-9a-fA-F]+)")
-_SL2VL_NODE = re.compile(r"(Switch|Channel Adapter|Router) (0x[0-9a-fA-F]+)\b")
-_NET_GUID = re.compile(r"(?:switchguid|caguid)=(0x[0-9a-fA-F]+)")
-_NET_NODE = re.compile(r'(Switch|Hca)\s+\d+\s+"([^"]+)"')
-_NET_PORT = re.compile(r'\[(\d+)\]\s+"([^"]+)"\[(\d+)\]')
 
 
 def binaries_missing() -> list[str]:
@@ -145,376 +130,6 @@ def build_tools() -> Path:
     return out
 
 
-# -- parsing -----------------------------------------------------------------------------------
-def parse_lfts(text: bytes, what: str) -> dict[int, dict[int, int]]:
-    """``{switch GUID: {LID: port}}`` from an ``opensm-lfts.dump``-style file or from
-    ``dump_fts -n`` output (same section header / ``0x<lid> <port>`` lines).  LID 0 is
-    skipped (dump_fts -a prints it; it is no unicast LID)."""
-    out: dict[int, dict[int, int]] = {}
-    cur: dict[int, int] | None = None
-    for no, line in enumerate(text.splitlines(), 1):
-        if line.startswith(b"0x"):
-            if cur is None:
-                raise BadInput(f"{what}:{no}: LFT entry before any 'Unicast lids' switch line")
-            parts = line.split(None, 2)
-            try:
-                lid, port = int(parts[0], 16), int(parts[1])
-            except (ValueError, IndexError):
-                raise BadInput(f"{what}:{no}: {line[:60]!r} is no '0x<lid> <port>' "
-                               f"entry") from None
-            if lid:
-                cur[lid] = port
-        elif line.startswith(b"Unicast lids"):
-            m = _HEADER.match(line)
-            if m is None:
-                raise BadInput(f"{what}:{no}: switch line without ' guid 0x<hex>'")
-            guid = int(m.group(1), 16)
-            if guid in out:
-                raise BadInput(f"{what}:{no}: switch 0x{guid:016x} listed twice")
-            cur = out[guid] = {}
-    return out
-
-
-parse_dump_fts = parse_lfts
-
-
-def parse_sl2vl(text: str, what: str) -> dict[int, tuple[str, dict[tuple[int, int], tuple]]]:
-    """``{GUID: (kind, {(in, out): (VL of SL0, ..., VL of SL15)})}`` from an
-    ``opensm-sl2vl.dump``-style file (kind ``Switch`` / ``Channel Adapter``; the GUID is the
-    switch's node GUID or the CA's port GUID)."""
-    out: dict[int, tuple[str, dict]] = {}
-    cur: dict | None = None
-    for no, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        if s[0].isdigit():
-            if cur is None:
-                raise BadInput(f"{what}:{no}: SL2VL row before any 'Switch 0x…' / "
-                               f"'Channel Adapter 0x…' line")
-            head, sep, tail = s.partition(":")
-            try:
-                i, o = (int(x) for x in head.split())
-                vls = tuple(int(x) for x in tail.split())
-                if not sep or len(vls) != 16:
-                    raise ValueError
-            except ValueError:
-                raise BadInput(f"{what}:{no}: {s[:60]!r} is no '<in> <out> : <16 VLs>' row") \
-                    from None
-            if (i, o) in cur:
-                raise BadInput(f"{what}:{no}: row ({i}, {o}) listed twice")
-            cur[(i, o)] = vls
-            continue
-        m = _SL2VL_NODE.match(s)
-        if m is None:
-            raise BadInput(f"{what}:{no}: {s[:60]!r} is neither a node line nor an SL2VL row")
-        guid = int(m.group(2), 16)
-        if guid in out:
-            raise BadInput(f"{what}:{no}: node 0x{guid:016x} listed twice")
-        cur = {}
-        out[guid] = (m.group(1), cur)
-    return out
-
-
-@dataclass
-class PathSlRules:
-    """``path-sl.txt``: ``src dst offset|* sl`` lines, first match wins.  Indexed like the
-    plugin does it: per wildcard class (src/dst exact or ``*``) a dict from the (src, dst) key
-    to that key's rules in file order."""
-    rules: list[tuple[int | None, int | None, int | None, int]] = field(default_factory=list)
-    index: list[dict] = field(default_factory=lambda: [{}, {}, {}, {}])
-
-    def add(self, src, dst, off, sl):
-        idx = len(self.rules)
-        self.rules.append((src, dst, off, sl))
-        cls = (src is None) * 2 + (dst is None)
-        self.index[cls].setdefault((src, dst), []).append((idx, off, sl))
-
-    def sl(self, src: int, dst: int, off: int) -> int | None:
-        """The SL of the first rule matching (src port GUID, dst port GUID, LID offset)."""
-        best, sl = None, None
-        for cls in range(4):
-            key = (None if cls & 2 else src, None if cls & 1 else dst)
-            for idx, o, s in self.index[cls].get(key, ()):
-                if best is not None and idx >= best:
-                    break
-                if o is None or o == off:
-                    best, sl = idx, s
-                    break
-        return sl
-
-
-def parse_path_sl(text: str, what: str) -> PathSlRules:
-    rules = PathSlRules()
-    for no, line in enumerate(text.splitlines(), 1):
-        toks = line.split("#", 1)[0].split()
-        if not toks:
-            continue
-        try:
-            if len(toks) != 4:
-                raise ValueError
-            src, dst = (None if t == "*" else int(t, 16) for t in toks[:2])
-            off = None if toks[2] == "*" else int(toks[2], 0)
-            sl = int(toks[3], 0)
-            if not 0 <= sl <= 15 or (off is not None and not 0 <= off <= 127):
-                raise ValueError
-        except ValueError:
-            raise BadInput(f"{what}:{no}: {line.strip()[:60]!r} is no "
-                           f"'src_guid|* dst_guid|* offset|* sl' line (SL 0-15)") from None
-        rules.add(src, dst, off, sl)
-    return rules
-
-
-# -- the input: files, cross-checks -------------------------------------------------------------
-@dataclass
-class TableSet:
-    dir: Path                       # the directory holding the files (DIR or DIR/ib)
-    guids: dict
-    lmc: int
-    lfts: dict[int, dict[int, int]]
-    sl2vl: dict
-    path_sl: PathSlRules
-    radix: dict[int, int]           # switch GUID -> ports
-    ca_ports: dict[int, dict]       # CA port GUID -> host record
-    port_guids: set[int]            # switch GUIDs + CA port GUIDs
-    net: dict[int, tuple[str, dict[int, tuple[int, int]]]]   # parse_net(fabric.net)
-
-
-def find_ib_dir(d, required: bool = True) -> Path | None:
-    """``d`` itself when it holds the files (``fabroute ib export``), else ``d/ib``
-    (``fabroute tables``); None when neither holds any and not ``required``."""
-    d = Path(d)
-    if not d.is_dir():
-        raise BadInput(f"DIR={d} is not a directory; expected the --out of 'fabroute ib export' "
-                       f"or 'fabroute tables'")
-    for cand in (d, d / "ib"):
-        if (cand / "fabric.net").is_file() or (cand / "lfts.dump").is_file():
-            missing = [f for f in IB_FILES if not (cand / f).is_file()]
-            if missing:
-                raise BadInput(f"{cand} lacks {', '.join(missing)} (an incomplete InfiniBand "
-                               f"export)")
-            return cand
-    if not required:
-        return None
-    raise BadInput(f"DIR={d} holds no InfiniBand export (missing fabric.net, lfts.dump, ... in "
-                   f"DIR or DIR/ib); expected 'fabroute ib export SPEC --routing R --out DIR' or "
-                   f"'fabroute tables SPEC --routing R --out DIR' with the ib format")
-
-
-def _load_guids(path: Path) -> dict:
-    try:
-        guids = json.loads(path.read_text())
-        if guids.get("format") != "fabroute-ib-guids":
-            raise ValueError(f"format {guids.get('format')!r}")
-        for key in ("switches", "hosts", "ibsim_limits"):
-            if key not in guids:
-                raise KeyError(key)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise BadInput(f"{path} is no fabroute-ib-guids file ({type(e).__name__}: {e})") from None
-    if not guids["hosts"]:
-        raise BadInput(f"{path}: no HCA to attach OpenSM to")
-    return guids
-
-
-def _check_lid_space(path: Path, guids: dict, lmc: int) -> None:
-    if not 0 <= lmc <= 7:
-        raise BadInput(f"{path}: LMC {lmc} is outside InfiniBand's 0..7")
-    n_sw, n_h, step = len(guids["switches"]), len(guids["hosts"]), 1 << lmc
-    first = -(-(n_sw + 1) // step) * step           # the first aligned LID after the switches
-    top = first + n_h * step - 1
-    if top > MAX_UNICAST_LID:
-        fit = max(l for l in range(8) if -(-(n_sw + 1) // (1 << l)) * (1 << l)
-                  + n_h * (1 << l) - 1 <= MAX_UNICAST_LID) \
-            if n_sw + n_h < MAX_UNICAST_LID else None
-        raise BadInput(f"{path}: LMC {lmc} needs LIDs up to 0x{top:04x} ({n_h} HCAs x {step} LIDs "
-                       f"after {n_sw} switches) but unicast LIDs end at 0x{MAX_UNICAST_LID:04X}"
-                       + (f"; LMC {fit} fits" if fit is not None else ""))
-    for h in guids["hosts"]:
-        lo, hi = h.get("lids", [h["lid"], h["lid"] + step - 1])
-        if lo != h["lid"] or hi - lo + 1 != step or lo % step or hi > MAX_UNICAST_LID:
-            raise BadInput(f"{path}: host {h['name']} has LIDs {lo}..{hi}; LMC {lmc} needs "
-                           f"{step} LIDs from a multiple of {step}, up to "
-                           f"0x{MAX_UNICAST_LID:04X}")
-
-
-def parse_net(text: str, what: str) -> dict[int, tuple[str, dict[int, tuple[int, int]]]]:
-    """``{node GUID: (kind, {port: (peer node GUID, peer port)})}`` from an ibsim ``net`` file
-    whose records each follow a ``switchguid=`` / ``caguid=`` line (kind ``Switch`` /
-    ``Hca``) — the wiring ibsim simulates, hence what a packet really crosses."""
-    nodes: dict[int, tuple[str, dict]] = {}
-    by_name: dict[str, int] = {}
-    links: list[tuple[int, int, int, str, int]] = []
-    guid = cur = None
-    for no, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        if m := _NET_GUID.match(s):
-            guid = int(m.group(1), 16)
-        elif m := _NET_NODE.match(s):
-            if guid is None:
-                raise BadInput(f"{what}:{no}: {m.group(1)} record without a guid= line before it")
-            if guid in nodes:
-                raise BadInput(f"{what}:{no}: node 0x{guid:016x} listed twice")
-            nodes[guid] = (m.group(1), {})
-            by_name[m.group(2)] = cur = guid
-            guid = None
-        elif m := _NET_PORT.match(s):
-            if cur is None:
-                raise BadInput(f"{what}:{no}: port line before any Switch / Hca record")
-            links.append((no, cur, int(m.group(1)), m.group(2), int(m.group(3))))
-    for no, g, port, peer, peer_port in links:
-        if peer not in by_name:
-            raise BadInput(f"{what}:{no}: port {port} of 0x{g:016x} leads to {peer!r}, which is "
-                           f"no node of this file")
-        nodes[g][1][port] = (by_name[peer], peer_port)
-    return nodes
-
-
-def load_table_set(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> TableSet:
-    """Read and cross-check the files of ``d`` (or the override files), raising
-    :class:`BadInput` on anything OpenSM would silently ignore or mis-program."""
-    ib = find_ib_dir(d)
-    guids = _load_guids(ib / "guids.json")
-    lmc = int(guids.get("lmc", 0))
-    _check_lid_space(ib / "guids.json", guids, lmc)
-    try:
-        radix = {int(s["guid"], 16): int(s["num_ports"]) for s in guids["switches"]}
-        ca_ports = {int(h["port_guid"], 16): h for h in guids["hosts"]}
-        ca_nodes = {int(h["node_guid"], 16) for h in guids["hosts"]}
-    except (KeyError, ValueError, TypeError) as e:
-        raise BadInput(f"{ib / 'guids.json'}: switch/host record without {e}") from None
-    net = parse_net((ib / "fabric.net").read_text(errors="replace"), str(ib / "fabric.net"))
-    want = set(radix) | ca_nodes
-    if net.keys() != want:
-        extra, lack = sorted(net.keys() - want), sorted(want - net.keys())
-        raise BadInput(f"{ib / 'fabric.net'} and {ib / 'guids.json'} describe different fabrics: "
-                       + (f"0x{extra[0]:016x} ({len(extra)} GUIDs) only in fabric.net" if extra
-                          else f"0x{lack[0]:016x} ({len(lack)} GUIDs) not in fabric.net"))
-    ports = set(radix) | set(ca_ports)
-    _check_guid2lid(ib / "guid2lid", ports)
-
-    lf = Path(lfts_file) if lfts_file is not None else ib / "lfts.dump"
-    sf = Path(sl2vl_file) if sl2vl_file is not None else ib / "sl2vl.dump"
-    pf = Path(path_sl_file) if path_sl_file is not None else ib / "path-sl.txt"
-    for f in (lf, sf, pf):
-        if not f.is_file():
-            raise BadInput(f"{f} does not exist")
-    lfts = _check_lfts(lf, radix, guids)
-    sl2vl = _check_sl2vl(sf, guids, radix, ca_ports)
-    rules = parse_path_sl(pf.read_text(errors="replace"), str(pf))
-    for no, (src, dst, off, _) in enumerate(rules.rules):
-        for g, what in ((src, "source"), (dst, "destination")):
-            if g is not None and g not in ports:
-                raise BadInput(f"{pf}: rule {no + 1}: {what} 0x{g:016x} is no port of this fabric "
-                               f"(guids.json: switch GUIDs and HCA port GUIDs)")
-        if off is not None and off >= 1 << lmc:
-            raise BadInput(f"{pf}: rule {no + 1}: LID offset {off} but LMC {lmc} gives "
-                           f"offsets 0..{(1 << lmc) - 1}")
-    return TableSet(ib, guids, lmc, lfts, sl2vl, rules, radix, ca_ports, ports, net)
-
-
-def _check_guid2lid(path: Path, ports: set[int]) -> None:
-    for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        toks = line.split()
-        if not toks or toks[0].startswith("#"):
-            continue
-        try:
-            g = int(toks[0], 16)
-        except ValueError:
-            raise BadInput(f"{path}:{no}: {line[:60]!r} is no '<guid> <lid> <lid>' line") from None
-        if g not in ports:
-            raise BadInput(f"{path}:{no}: 0x{g:016x} is no port of this fabric (guids.json)")
-
-
-def fabric_lids(guids: dict) -> dict[int, str]:
-    """Every LID guids.json assigns (each switch's, each HCA's 2^LMC) -> its node's name."""
-    step = 1 << int(guids.get("lmc", 0))
-    lids = {int(sw["lid"]): sw["name"] for sw in guids["switches"]}
-    for h in guids["hosts"]:
-        lids.update((int(h["lid"]) + k, h["name"]) for k in range(step))
-    return lids
-
-
-def _check_lfts(path: Path, radix: dict[int, int], guids: dict) -> dict[int, dict[int, int]]:
-    """Every switch must list every LID of the fabric, each with a real port: OpenSM's file
-    engine sets what a file omits to 255 (no port), and a read-back cannot tell that from a
-    file that said 255, so a gap or a 255 would pass the comparison while dropping traffic."""
-    lfts = parse_lfts(path.read_bytes(), str(path))
-    alien = [g for g in lfts if g not in radix]
-    if alien:
-        raise BadInput(f"{path}: switch 0x{alien[0]:016x} is not in this fabric (guids.json; "
-                       f"{len(alien)} such switches: a file of another fabric?)")
-    want = fabric_lids(guids)
-    for g, entries in lfts.items():
-        bad = [(lid, p) for lid, p in entries.items() if p > radix[g]]
-        if bad:
-            lid, p = bad[0]
-            if p == NO_PORT:
-                raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{lid:04x} -> port {NO_PORT} "
-                               f"(no port); expected a port 0..{radix[g]}: every LID needs a "
-                               f"route")
-            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{lid:04x} -> port {p} is beyond "
-                           f"its {radix[g]} ports")
-        if entries.keys() != want.keys():
-            lack = sorted(want.keys() - entries.keys())
-            if lack:
-                raise BadInput(f"{path}: switch 0x{g:016x} has no entry for LID 0x{lack[0]:04x} "
-                               f"({want[lack[0]]}) and {len(lack) - 1} more; expected one for "
-                               f"each of the {len(want)} LIDs in guids.json")
-            extra = min(entries.keys() - want.keys())
-            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{extra:04x} belongs to no port of "
-                           f"this fabric; expected only the {len(want)} LIDs in guids.json")
-    absent = sorted(set(radix) - set(lfts))
-    if absent:
-        raise BadInput(f"{path}: {len(absent)} switches of the fabric have no LFT section "
-                       f"(first 0x{absent[0]:016x})")
-    return lfts
-
-
-def _check_sl2vl(path: Path, guids: dict, radix: dict[int, int], ca_ports: dict) -> dict:
-    tables = parse_sl2vl(path.read_text(errors="replace"), str(path))
-    known = {"Switch": radix, "Channel Adapter": ca_ports}
-    alien = [(g, kind) for g, (kind, _) in tables.items() if g not in known.get(kind, ())]
-    if alien:
-        g, kind = alien[0]
-        raise BadInput(f"{path}: {kind.lower()} 0x{g:016x} is not in this fabric (guids.json; "
-                       f"{len(alien)} such nodes: a file of another fabric?)")
-    for g, (kind, rows) in tables.items():
-        top = radix[g] if kind == "Switch" else 0
-        for (i, o), vls in rows.items():
-            if i > top or o > top:
-                raise BadInput(f"{path}: {kind.lower()} 0x{g:016x} row ({i}, {o}): port "
-                               f"{max(i, o)} is beyond its {top} ports"
-                               + (" (a CA has the single row '0 0')" if not top else ""))
-            bad = [v for v in vls if v >= DATA_VLS and v != VL_DROP]
-            if bad:
-                raise BadInput(f"{path}: {kind.lower()} 0x{g:016x} row ({i}, {o}): VL {bad[0]} "
-                               f"is beyond the {DATA_VLS} data VLs of ibsim's ports (0-"
-                               f"{DATA_VLS - 1}, or 15 = drop)")
-    for s in guids["switches"]:
-        g = int(s["guid"], 16)
-        if g not in tables:
-            raise BadInput(f"{path}: switch 0x{g:016x} ({s['name']}) has no SL2VL section")
-        kind, rows = tables[g]
-        if kind != "Switch":
-            raise BadInput(f"{path}: 0x{g:016x} is a switch, listed as {kind}")
-        outs = sorted(p.get("ib_port", p["port"]) for p in s["ports"])
-        need = [(i, o) for o in outs for i in range(radix[g] + 1)]
-        lack = [k for k in need if k not in rows]
-        if lack:
-            raise BadInput(f"{path}: switch 0x{g:016x} ({s['name']}) lacks {len(lack)} of its "
-                           f"{len(need)} (in, out) rows, first ({lack[0][0]}, {lack[0][1]})")
-    for g, h in ca_ports.items():
-        if g not in tables or (0, 0) not in tables[g][1]:
-            raise BadInput(f"{path}: channel adapter port 0x{g:016x} ({h['name']}) has no "
-                           f"SL2VL section with row '0 0'")
-        if tables[g][0] != "Channel Adapter":
-            raise BadInput(f"{path}: 0x{g:016x} is a channel adapter port, listed as "
-                           f"{tables[g][0]}")
-    return tables
-
-
 # -- what to read back ---------------------------------------------------------------------------
 def dr_paths(guids: dict) -> tuple[dict[int, str], dict[int, str]]:
     """Directed routes (``0,1,p1,p2,…``) from the SM's HCA (the first host) to every switch
@@ -541,7 +156,7 @@ def dr_paths(guids: dict) -> tuple[dict[int, str], dict[int, str]]:
     return sw_routes, ca_routes
 
 
-def path_pairs(ts: TableSet, max_paths: int = MAX_PATHS):
+def path_pairs(ts: IbFiles, max_paths: int = MAX_PATHS):
     """The (source HCA index, destination index, LID offset) triples whose PathRecord SL is
     read back: every source HCA to every other HCA (each LID offset) and to every switch —
     or, above ``max_paths``, every k-th triple of that list (k = ceil(total / max_paths)),
@@ -594,7 +209,7 @@ def compare_lfts(expected: dict[int, dict[int, int]], actual: dict[int, dict[int
             "entries": total, "mismatches": mism, "first_mismatches": listed}
 
 
-def _name_of(ts: TableSet, g: int) -> str | None:
+def _name_of(ts: IbFiles, g: int) -> str | None:
     if g in ts.ca_ports:
         return ts.ca_ports[g]["name"]
     return next((s["name"] for s in ts.guids["switches"] if int(s["guid"], 16) == g), None)
@@ -685,10 +300,10 @@ def apply(d, *, load: str | os.PathLike | None = None,
     (with a report holding the log tails) when a process fails.  Both processes are stopped
     on return, error or KeyboardInterrupt."""
     t0 = time.perf_counter()
-    expected = load_table_set(d)
+    expected = load_ib_files(d)
     if load is not None or load_sl2vl is not None or load_path_sl is not None:
         # the files OpenSM gets instead must pass the same checks
-        load_table_set(d, lfts_file=load, sl2vl_file=load_sl2vl, path_sl_file=load_path_sl)
+        load_ib_files(d, lfts_file=load, sl2vl_file=load_sl2vl, path_sl_file=load_path_sl)
     ib = expected.dir.resolve()
     loaded = {"lfts": Path(load or ib / "lfts.dump").resolve(),
               "sl2vl": Path(load_sl2vl or ib / "sl2vl.dump").resolve(),
@@ -835,7 +450,7 @@ def apply(d, *, load: str | os.PathLike | None = None,
     return report
 
 
-def _compare_sl2vl(ts: TableSet, keys, answers) -> dict:
+def _compare_sl2vl(ts: IbFiles, keys, answers) -> dict:
     mism, listed, errors, vls = 0, [], 0, Counter()
     for g, i, o, route in keys:
         exp = ts.sl2vl[g][1][(i, o)]
@@ -858,7 +473,7 @@ def _compare_sl2vl(ts: TableSet, keys, answers) -> dict:
             "first_mismatches": listed}
 
 
-def _compare_path_sl(ts: TableSet, pairs, answers, total: int, stride: int,
+def _compare_path_sl(ts: IbFiles, pairs, answers, total: int, stride: int,
                      max_paths: int) -> dict:
     hosts, switches = ts.guids["hosts"], ts.guids["switches"]
     n_h = len(hosts)

@@ -1,0 +1,301 @@
+"""Write the OpenFlow 1.3 program of a table set as ``ovs-ofctl`` text: ``openflow/s<id>.flows``
+(and ``s<id>.groups`` for routings with a source choice) per switch and
+``openflow/manifest.json``.  The program itself is :func:`tablegen.exports.openflow.plan`;
+the MAC, VLAN and PCP plans are in ``docs/formats.md``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tablegen.exports import openflow as of
+from tablegen.exports.writer import (
+    DEC,
+    HEX,
+    TEXT,
+    Chunks,
+    Job,
+    RowFormats,
+    around,
+    interleave,
+    json_chunks,
+    put_decimal,
+    row_fields,
+    run_jobs,
+    template_env,
+)
+from tablegen.tables import TableSet
+
+# ---------------------------------------------------------------------------------------------
+# OpenFlow
+# ---------------------------------------------------------------------------------------------
+OF_CHUNK_ROWS = 1 << 17         # flow entries formatted at a time (about 16 MB of text)
+
+
+def plan_openflow(ts: TableSet) -> list[Job]:
+    p = of.plan(ts)
+    n = ts.topo.n_switches
+    width = max(4, len(str(n - 1)))
+    text = _OfText(p, width)
+    jobs: list[Job] = []
+    for u in range(n):
+        name = f"openflow/s{u:0{width}d}"
+        jobs.append((name + ".flows", lambda u=u: text.flows(u)))
+        if p.choice is not None:
+            jobs.append((name + ".groups", lambda u=u: text.groups(u)))
+    jobs.append(("openflow/manifest.json", lambda: json_chunks(_of_manifest(p, width))))
+    return jobs
+
+
+def export_openflow(ts: TableSet, outdir) -> list[str]:
+    """Write ``outdir/openflow/s<id>.flows`` (+ ``.groups``) and ``manifest.json``."""
+    return run_jobs(outdir, plan_openflow(ts))
+
+
+class _OfText:
+    """The ``.flows`` and ``.groups`` files of every switch: the entries and groups of
+    :func:`tablegen.exports.openflow.program` in its order, built as arrays for a chunk of switches
+    at a time (program() makes one Python record per entry: minutes for the 8M entries of a
+    Slim Fly q = 19 VAL).  Files are asked for in switch order; each chunk's text lives until
+    the next chunk is made."""
+
+    def __init__(self, p, width: int):
+        topo = p.ts.topo
+        self.p, self.width = p, width
+        n, H = topo.n_switches, topo.n_hosts
+        self.sw_str, self.grp_str = H, H + n          # where the string table's parts start
+        self.rows = RowFormats(p.host_mac + p.sw_prefix + p.grp_prefix)
+        tables = {"t_ingress": of.T_INGRESS, "t_choice": of.T_CHOICE, "t_arrive": of.T_ARRIVE,
+                  "t_fwd": of.T_FWD, "t_egress": of.T_EGRESS}
+        m = template_env().get_template("openflow.flows.j2").make_module(tables)
+        self.groups_m = template_env().get_template("openflow.groups.j2").make_module(tables)
+        self.flows_file = m.file
+        add, a, b, c = self.rows.add, *row_fields(3)
+        D, X, T = DEC, HEX, TEXT
+        ing = p.ingress
+        self.f = {
+            "to_host": add(m.to_host(a, b), [T, D]),
+            "tag": add(m.tag(a, ing["pcp"], None if ing["choice"] else
+                             of.OFPVID_PRESENT | ing["vid"]), [D]),
+            "from_switch": add(m.from_switch(a), [D]),
+            "choice_group": add(m.choice_group(), []),
+            "arrive": add(m.arrive(a), [D]),
+            "on_path": add(m.on_path(a, b), [D, T]),
+            "arrive_miss": add(m.arrive_miss(), []),
+            "deliver": add(m.deliver(a, b, c), [D, T, D]),
+            "egress": add(m.egress(a, b, c), [D, D, D]),
+            "egress_back": add(m.egress_back(a, b, c), [D, D, D]),
+        }
+        for leave in (False, True):
+            self.f["to_group", leave] = add(m.to_group(a, b, leave, c), [D, T, D])
+            self.f["to_switch", leave] = add(m.to_switch(a, b, leave, c), [D, T, D])
+            self.f["to_target", leave] = add(m.to_target(a, leave, b), [D, D])
+        self.rows.compile()
+        # buffers of their own: their text is written with the flows'
+        self.bucket_rows, self.choice_rows = RowFormats([]), RowFormats([])
+        if p.choice is not None:
+            self.f["bucket"] = self.bucket_rows.add(self.groups_m.bucket(a, b, p.choice.vc_base),
+                                                    [D, D])
+            self.bucket_rows.compile()
+            self.f["choice"] = self.choice_rows.add(m.choice(*row_fields(4)), [D, X, X, D])
+            self.choice_rows.compile()
+        self._slots: dict[bytes, tuple[int, np.ndarray]] = {}
+        self._choice_text: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._choice_buf = np.empty(0, dtype=np.uint8)
+        self._chunk: tuple[int, int, dict] = (0, 0, {})
+        r = topo.radix
+        per_switch = (3 * int(topo.hosts.max(initial=0)) + r * (1 + 2 * p.V)
+                      + n * (1 + len(p.phase_tables) + len(p.vid_targets))
+                      + (len(p.on_path[0]) // n if p.on_path else 0))
+        self.chunk = max(1, OF_CHUNK_ROWS // per_switch)
+
+    def flows(self, u: int) -> Chunks:
+        p = self.p
+        head, tail = around(self.flows_file, u, f"{of.dpid(u):016x}", p.ts.routing,
+                             p.ts.topo.name(), p.V,
+                             f"s{u:0{self.width}d}.groups" if p.choice else None)
+        u0, _, text = self._text(u)
+        buf, start, mid, choice = text["flows"]
+        i = u - u0
+        view = memoryview(buf)
+        return (head, view[start[i]:mid[i]], *self._choice_rows(*choice[i]),
+                view[mid[i]:start[i + 1]], tail)
+
+    def groups(self, u: int) -> Chunks:
+        p = self.p
+        head, tail = around(self.groups_m.file, u, f"{of.dpid(u):016x}", p.ts.routing,
+                             p.ts.topo.name(), p.choice.name)
+        u0, _, text = self._text(u)
+        buf, start, _ = text["groups"]
+        return head, memoryview(buf)[start[u - u0]:start[u - u0 + 1]], tail
+
+    def _text(self, u: int) -> tuple[int, int, dict]:
+        """The chunk of switches holding ``u``: first and last + 1 switch, and per kind its
+        text (see :meth:`_make`)."""
+        u0, u1, _ = self._chunk
+        if not u0 <= u < u1:
+            u0, u1 = u, min(self.p.ts.topo.n_switches, u + self.chunk)
+            self._chunk = u0, u1, self._make(u0, u1)
+        return self._chunk
+
+    def _make(self, u0: int, u1: int) -> dict:
+        """Text of switches ``u0 .. u1 - 1``: the flows' bytes, where each switch's part
+        starts and where its source-choice entries go, and those entries per switch (layout
+        and VIDs); the groups' bytes and where each switch's part starts."""
+        flows, choice, buckets = self._blocks(u0, u1)
+        text = {"flows": (*interleave(self.rows, flows, u0, u1, 3), choice)}
+        if buckets:
+            text["groups"] = interleave(self.bucket_rows, buckets, u0, u1)
+        return text
+
+    def _choice_rows(self, key: bytes | None = None, vid=None) -> tuple:
+        """A switch's source-choice entries: those of the first switch with the same slots
+        (``key``), formatted once, with the VIDs ``vid`` written over theirs — 8M of a Slim
+        Fly q = 19 VAL export's 9M entries.  ``vlan_vid`` values are 0x1000 | VID, VID <=
+        4094: always four digits."""
+        if key is None:
+            return ()
+        if key not in self._choice_text:
+            bits, _ = self._slots[key]
+            S = len(vid) // 2
+            args = np.stack([np.repeat([of.IPPROTO_UDP, of.IPPROTO_TCP], S),
+                             np.tile(np.arange(S), 2), np.full(2 * S, (1 << bits) - 1), vid],
+                            axis=1)
+            text, _, at = self.choice_rows.fill(np.full(2 * S, self.f["choice"]), args, at=3)
+            self._choice_text[key] = text.copy(), at
+        text, at = self._choice_text[key]
+        if len(self._choice_buf) < len(text):
+            self._choice_buf = np.empty(len(text), dtype=np.uint8)
+        out = self._choice_buf[:len(text)]
+        out[:] = text
+        put_decimal(out, at, vid, 4)
+        return (memoryview(out),)
+
+    def _blocks(self, u0: int, u1: int):
+        """The rows of :func:`tablegen.exports.openflow.program` for switches ``u0 .. u1 - 1``, block
+        by block in its order, but for the source choice's (after the first three blocks):
+        per switch its slot layout and VIDs (:meth:`_choice_rows`); and the groups'
+        buckets."""
+        p, f = self.p, self.f
+        ts, topo = p.ts, p.ts.topo
+        n, G = topo.n_switches, topo.n_groups
+        grp = topo.group.astype(np.int64)
+        pn = topo.hosts.astype(np.int64) + 1          # port number of network index 0
+        sws = np.arange(u0, u1)
+        off = topo.host_offset
+        h = np.arange(off[u0], off[u1])
+        hsw = np.repeat(sws, topo.hosts[u0:u1])
+        hport = h - off[hsw] + 1
+        ns, nj = np.nonzero(topo.adj[u0:u1] >= 0)
+        ns += u0
+        blocks, buckets = [], []
+
+        def put(sw, fmt, *cols):
+            blocks.append((sw, fmt, cols))
+
+        # 0 ingress
+        put(hsw, f["to_host"], h, hport)
+        put(hsw, f["tag"], hport)
+        put(ns, f["from_switch"], pn[ns] + nj)
+        # 1 source choice
+        bk = {}
+        for c in {id(c): c for c in [p.choice, *p.vid_targets] if c is not None}.values():
+            if c is p.choice or c.inter == "switch-3h":
+                bk[c.name] = [of.buckets(p, u, c) for u in range(u0, u1)]
+        choice = [()] * (u1 - u0)
+        if p.choice is not None:
+            choice, (t, w) = self._choice(bk[p.choice.name])
+            put(sws, f["choice_group"])
+            buckets.append((np.repeat(sws, [len(x) for x in t]), f["bucket"],
+                            (np.concatenate(w), of.OFPVID_PRESENT | (1 + np.concatenate(t)))))
+        # 2 phase exit
+        for c in p.vid_targets:
+            if c.exit in ("reach", "on_path"):
+                put(sws, f["arrive"], 1 + (sws if c.target0 == "switch" else grp[sws]))
+            if c.exit == "on_path" and p.on_path is not None:
+                ou, oi, od = p.on_path
+                lo, hi = np.searchsorted(ou, [u0, u1])
+                keep = oi[lo:hi] != ou[lo:hi]
+                put(ou[lo:hi][keep].astype(np.int64), f["on_path"], 1 + oi[lo:hi][keep],
+                    self.sw_str + od[lo:hi][keep])
+        put(sws, f["arrive_miss"])
+        # 3 forwarding
+        for vid in p.deliver_vids:
+            put(hsw, f["deliver"], np.full(len(h), vid), h, hport)
+        for vid, use, maj, er, ec, split, table, leave in p.phase_tables:
+            s, g = np.nonzero(use[u0:u1])
+            s += u0
+            j = maj[s, g]
+            lv = leave[s, j] if leave is not None else np.zeros(len(s), dtype=bool)
+            put(s, np.where(lv, f["to_group", True], f["to_group", False]), np.full(len(s), vid),
+                self.grp_str + g, pn[s] + j)
+            s, d = er[split[u0]:split[u1]], ec[split[u0]:split[u1]]
+            j = table[s, d].astype(np.int64)
+            lv = leave[s, j] if leave is not None else np.zeros(len(s), dtype=bool)
+            put(s, np.where(lv, f["to_switch", True], f["to_switch", False]),
+                np.full(len(s), vid), self.sw_str + d, pn[s] + j)
+        for c in p.vid_targets:
+            if c.inter == "switch-3h":
+                s = np.repeat(sws, [len(b) for b in bk[c.name]])
+                t = np.array([x[0] for b in bk[c.name] for x in b], dtype=np.int64)
+            elif c.target0 == "group":
+                s, t = np.nonzero(np.arange(G)[None, :] != grp[sws][:, None])
+                s += u0
+            else:
+                s, t = np.nonzero(np.arange(n)[None, :] != sws[:, None])
+                s += u0
+            j = ts.tables[c.table0][s, t].astype(np.int64)
+            lv = (np.ones(len(s), dtype=bool) if c.exit == "first_hop" else
+                  ts.exit_port[s, j] if c.exit == "port" else np.zeros(len(s), dtype=bool))
+            put(s, np.where(lv, f["to_target", True], f["to_target", False]), 1 + t, pn[s] + j)
+        # 4 egress: per port and VC, the back-out entry right after (Valiant phase 0 only)
+        V, K = p.V, 2 if p.vid_targets else 1
+        s = np.repeat(ns, V * K)
+        port = np.repeat(pn[ns] + nj, V * K)
+        v = np.tile(np.repeat(np.arange(V), K), len(ns))
+        nv = np.minimum(v + np.repeat(ts.vc_inc[ns, nj].astype(np.int64), V * K), V - 1)
+        back = np.tile(np.arange(K), len(ns) * V) == 1
+        put(s, np.where(back, f["egress_back"], f["egress"]), port, v, nv)
+        return blocks, choice, buckets
+
+    def _choice(self, bks) -> tuple:
+        """Per switch (buckets ``bks``): its source-choice slot layout (the key of
+        ``self._slots``) and VIDs, UDP then TCP; and the buckets' targets and weights."""
+        tw = [np.array(b, dtype=np.int64).reshape(-1, 2) for b in bks]
+        same: dict[bytes, list[int]] = {}
+        for i, x in enumerate(tw):
+            same.setdefault(x[:, 1].tobytes(), []).append(i)
+        choice: list = [None] * len(bks)
+        for key, members in same.items():
+            if key not in self._slots:
+                bits, owner = of.choice_slots(tw[members[0]][:, 1].tolist())
+                self._slots[key] = bits, np.array(owner, dtype=np.int64)
+            owner = self._slots[key][1]
+            t = np.stack([tw[i][:, 0] for i in members])
+            vid = np.tile(of.OFPVID_PRESENT | (1 + t[:, owner]), 2)
+            for k, i in enumerate(members):
+                choice[i] = key, vid[k]
+        return choice, ([x[:, 0] for x in tw], [x[:, 1] for x in tw])
+
+
+def _of_manifest(p, width: int) -> dict:
+    ts, topo = p.ts, p.ts.topo
+    n = topo.n_switches
+    rank = of.group_rank(topo)
+    return {
+        "format": "fabroute-openflow", "version": 2, "routing": ts.routing,
+        "topology": topo.name(), "openflow": "1.3", "vcs": p.V,
+        "tables": {"ingress": of.T_INGRESS, "choice": of.T_CHOICE, "phase_exit": of.T_ARRIVE,
+                   "forward": of.T_FWD, "egress": of.T_EGRESS},
+        "ingress": {"class": ts.classes[0].name, **p.ingress},
+        "choice_class": None if p.choice is None else p.choice.name,
+        "mac_layout": "02:GG:GG:LL:LL:EE (group, rank in group, host index)",
+        "masks": {"group": of.GROUP_MASK, "switch": of.SWITCH_MASK},
+        "switches": [{"id": s, "dpid": f"{of.dpid(s):016x}", "group": int(topo.group[s]),
+                      "rank": int(rank[s]), "mac_prefix": p.sw_prefix[s],
+                      "flows": f"s{s:0{width}d}.flows",
+                      "groups": (f"s{s:0{width}d}.groups" if p.choice else None)}
+                     for s in range(n)],
+        "hosts": [{"id": h, "switch": s, "port": q, "mac": p.host_mac[h]}
+                  for h, s, q in topo.host_table().tolist()],
+    }
