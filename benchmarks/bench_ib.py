@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from tablegen import ib_apply  # noqa: E402
 
-FABROUTE = [sys.executable, "-m", "tablegen.cli"]
+FABROUTE = [sys.executable, "-m", "fabroute.cli"]
 CASES = {
     "sf13": ("slimfly:q=13", "min", 0),
     "sf17": ("slimfly:q=17", "min", 0),

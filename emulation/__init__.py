@@ -1,2 +1,3 @@
-"""fabroute emulation: Open vSwitch (userspace datapath) + Mininet hosts + scapy probes
-(docs/emulation.md)."""
+"""What stands in for real fabrics: Mininet + Open vSwitch with scapy probes
+(:mod:`emulation.mininet`, docs/emulation.md) and OpenSM on ibsim (:mod:`emulation.ibsim`,
+docs/infiniband.md)."""

@@ -54,6 +54,40 @@ def add_bound_args(parser) -> None:
     parser.add_argument("--class", dest="cls", help="bound only this path class")
 
 
+def add_throughput_bound(analyze) -> None:
+    """Give tablegen's ``analyze`` sub-parser ``--throughput-bound`` and its options: the
+    bound needs the simulator's traffic patterns and intermediate rule."""
+    analyze.add_argument("--throughput-bound", action="store_true",
+                         help="1 / max channel load of the routing's tables under --traffic")
+    add_bound_args(analyze)
+    plain = analyze.get_default("func")
+    analyze.set_defaults(func=lambda a: cmd_throughput_bound(a) if a.throughput_bound
+                         else plain(a))
+
+
+def cmd_throughput_bound(args) -> int:
+    """``fabroute analyze SPEC --throughput-bound``: 1 / max channel load of the routing's
+    tables under ``--traffic`` (:mod:`simulator.bound`)."""
+    from simulator.bound import cmd_bound
+    from tablegen.topologies.spec import build
+
+    topo = build(args.spec)
+    try:
+        b = cmd_bound(args, topo)
+    except ValueError as e:
+        raise BadInput(f"analyze --throughput-bound: {e}") from None
+    if args.json:
+        print(json.dumps(b, indent=1))
+        return 0
+    print(f"{topo.name()}, {args.routing}, {args.traffic}:")
+    for name, c in b["classes"].items():
+        print(f"  {name:>10}: bound {c['bound']:.4f} of the injection bandwidth "
+              f"(max channel load {c['max_load']:.3f}, limited by {c['limited_by']})")
+    if b.get("mix"):
+        print(f"  best fixed split: bound {b['mix']['bound']:.4f}")
+    return 0
+
+
 def _config(path, sets) -> SimConfig:
     """A SimConfig file, or the ``[config]`` of an experiment file, plus ``--set`` keys."""
     cfg = load_experiment(path)[1] if path else SimConfig()

@@ -1,6 +1,7 @@
-"""The ``fabroute`` command line.
-
-Exit codes: 0 success, 1 the tables failed verification, 2 bad input (one line on stderr).
+"""tablegen's sub-commands of ``fabroute``: ``topology``, ``tables``, ``verify``, ``path``,
+``analyze``, ``expand``, ``compare`` and ``ib export`` (:func:`add_parsers`,
+:func:`add_ib_parsers`), and the steps other packages' commands share: a topology from its SPEC,
+tables built and verified, the ``--routing`` options.  Exit codes: :mod:`tablegen.errors`.
 """
 
 from __future__ import annotations
@@ -9,33 +10,23 @@ import argparse
 import contextlib
 import functools
 import json
-import os
-import shutil
 import sys
 import time
-import zipfile
 from pathlib import Path
 
-from tablegen.errors import (
-    EXIT_BAD_INPUT,
-    BadInput,
-    FabrouteError,
-    NotExpressible,
-    RunFailed,
-    TopologyError,
-)
+from tablegen.errors import BadInput, NotExpressible, TopologyError
+from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE, load_table_dir, write_table_set
+from tablegen.exports.writer import check_out_dir, replaced_dir
 from tablegen.topology import Topology
 
-TOPOLOGY_FILE, TABLES_NPZ, REPORT_FILE = "topology.json", "tables.npz", "verify.json"
 
-
-def _console():
+def console():
     from rich.console import Console
 
     return Console(stderr=True)
 
 
-def _topology(spec: str) -> Topology:
+def topology_of(spec: str) -> Topology:
     from tablegen.topologies.spec import build
 
     return build(spec)
@@ -63,7 +54,7 @@ def _switch(topo: Topology, value: int, what: str) -> int:
 
 # -- commands ------------------------------------------------------------------------------
 def cmd_topology(args) -> int:
-    topo = _topology(args.spec)
+    topo = topology_of(args.spec)
     if args.json:
         json.dump(topo.to_dict(), sys.stdout)
         print()
@@ -80,9 +71,7 @@ def cmd_topology(args) -> int:
 def cmd_analyze(args) -> int:
     from tablegen.analysis.layout import analyze
 
-    topo = _topology(args.spec)
-    if args.throughput_bound:
-        return _throughput_bound(topo, args)
+    topo = topology_of(args.spec)
     a = analyze(topo)
     a["topology"] = topo.name()
     if args.json:
@@ -93,30 +82,11 @@ def cmd_analyze(args) -> int:
     return 0
 
 
-def _throughput_bound(topo: Topology, args) -> int:
-    from simulator.bound import cmd_bound
-
-    try:
-        b = cmd_bound(args, topo)
-    except ValueError as e:
-        raise BadInput(f"analyze --throughput-bound: {e}") from None
-    if args.json:
-        print(json.dumps(b, indent=1))
-        return 0
-    print(f"{topo.name()}, {args.routing}, {args.traffic}:")
-    for name, c in b["classes"].items():
-        print(f"  {name:>10}: bound {c['bound']:.4f} of the injection bandwidth "
-              f"(max channel load {c['max_load']:.3f}, limited by {c['limited_by']})")
-    if b.get("mix"):
-        print(f"  best fixed split: bound {b['mix']['bound']:.4f}")
-    return 0
-
-
-def build_and_verify(topo: Topology, args, console=None):
+def build_and_verify(topo: Topology, args, con=None):
     """Build the tables, verify them and tighten the VC count to what the tables use."""
     from tablegen.verify import verify
 
-    status = console.status if console is not None else (lambda _msg: contextlib.nullcontext())
+    status = con.status if con is not None else (lambda _msg: contextlib.nullcontext())
     t0 = time.perf_counter()
     with status(f"{args.routing}: computing tables on {topo.name()}…"):
         ts = _tables(topo, args)
@@ -127,90 +97,22 @@ def build_and_verify(topo: Topology, args, console=None):
     if rep.ok and rep.vcs_used < ts.num_vcs and getattr(args, "vcs", None) is None:
         ts.num_vcs = rep.vcs_used  # VCs never saturated, so fewer VCs route identically
         rep.num_vcs = ts.num_vcs
-    if console is not None:
-        console.log(f"{args.routing}: tables {t1 - t0:.2f} s, verify {t2 - t1:.2f} s")
+    if con is not None:
+        con.log(f"{args.routing}: tables {t1 - t0:.2f} s, verify {t2 - t1:.2f} s")
     return ts, rep
 
 
-@contextlib.contextmanager
-def _replaced_dir(out: Path):
-    """Yield a sibling temporary directory that replaces ``out`` as a whole when the block
-    succeeds, and is removed (leaving ``out`` as it was) when it raises."""
-    out = check_out_dir(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-        if out.exists():
-            out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def check_out_dir(out, what: str = "--out") -> Path:
-    """Refuse an output path that is, or lies below, something other than a directory
-    before any work is done."""
-    out = Path(out)
-    for p in (out, *out.parents):
-        if p.exists() and not p.is_dir():
-            raise BadInput(f"{what} {out}: {p} is not a directory; expected a directory path")
-    return out
-
-
-def verified_tables(topo: Topology, args, console, cmd: str):
+def verified_tables(topo: Topology, args, con, cmd: str):
     """:func:`build_and_verify`, printing the failure (:func:`_print_failure`) and
     returning ``(None, report)`` when the tables fail."""
-    ts, rep = build_and_verify(topo, args, console)
+    ts, rep = build_and_verify(topo, args, con)
     if rep.ok:
         return ts, rep
-    _print_failure(rep.errors, f"{cmd}: {args.routing} on {topo.name()}")
+    print_failure(rep.errors, f"{cmd}: {args.routing} on {topo.name()}")
     return None, rep
 
 
-def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
-                    jobs: int = 1) -> tuple[list[str], dict[str, str]]:
-    """Write every export of ``ts`` into ``out`` as a whole (:func:`_replaced_dir`).  A
-    format that cannot express the tables (e.g. InfiniBand when the SLs do not fit the VLs)
-    is skipped and its reason returned; JSON and the NumPy tables are always written.  Files
-    are written in place inside the directory that replaces ``out``.  With ``jobs > 1`` the
-    formats are written by that many forked processes side by side (each format has its own
-    files)."""
-    from tablegen.exports.files import export_all
-    from tablegen.forked import run_forked
-
-    def base():
-        ts.save_npz(tmp / TABLES_NPZ)
-        (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
-        return export_all(ts, tmp, formats=("json",), atomic=False), {}
-
-    def export(fmt):
-        def job():
-            try:
-                return export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed,
-                                  atomic=False), {}
-            except NotExpressible as e:
-                shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
-                return {}, {fmt: str(e)}
-        return job
-
-    written, skipped = {}, {}
-    with _replaced_dir(out) as tmp:
-        # the formats with the most text first, so that the JSON fills in behind them
-        for w, s in run_forked([*(export(f) for f in formats if f != "json"), base], jobs):
-            written.update(w)
-            skipped.update(s)
-    files = sorted({str(Path(f).relative_to(tmp)) for fs in written.values() for f in fs}
-                   | {TABLES_NPZ, REPORT_FILE})
-    return files, skipped
-
-
-def _print_failure(errors, what: str | None = None, where: str = "") -> None:
+def print_failure(errors, what: str | None = None, where: str = "") -> None:
     """Verify's errors on stderr; with ``what`` (``cmd: routing on topology``) the line
     saying nothing was written."""
     for e in errors:
@@ -279,23 +181,23 @@ def cmd_tables(args) -> int:
     if jobs < 1:
         raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
     check_out_dir(args.out)
-    topo = _topology(args.spec)
+    topo = topology_of(args.spec)
     for r in routings:
         try:
             check_routing(topo.kind, r, args.nonmin)
         except TopologyError as e:
             raise BadInput(f"--routing {r}: {e}") from None
-    console = _console()
+    con = console()
     status = 0
 
     def done(res):
         nonlocal status
         if not res["verified"]:
-            _print_failure(res["errors"], f"tables: {res['routing']} on {topo.name()}",
+            print_failure(res["errors"], f"tables: {res['routing']} on {topo.name()}",
                            f" into {res['out']}")
             status = 1
         else:
-            console.log(f"{res['routing']}: {res['files']} files written into {res['out']} "
+            con.log(f"{res['routing']}: {res['files']} files written into {res['out']} "
                         f"(tables + verify {res['seconds']['tables_and_verify']:.2f} s, "
                         f"export {res['seconds']['export']:.2f} s)")
             for fmt, why in res["skipped"].items():
@@ -305,26 +207,11 @@ def cmd_tables(args) -> int:
               flush=True)
 
     # a log line, not a live status: its refresh thread must not be running at a fork
-    console.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
+    con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
                 f"({jobs} worker{'s' * (jobs > 1)})…")
     write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
                    vcs=args.vcs, jobs=jobs, done=done)
     return status
-
-
-def load_table_set(d: Path):
-    from tablegen.tables import TableSet
-
-    d = Path(d)
-    if not d.is_dir():
-        raise BadInput(f"DIR={d} is not a directory; expected the --out of 'fabroute tables'")
-    try:
-        topo = Topology.from_dict(json.loads((d / TOPOLOGY_FILE).read_text()))
-        return TableSet.load_npz(d / TABLES_NPZ, topo)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
-            zipfile.BadZipFile) as e:
-        raise BadInput(f"DIR={d} holds no readable table set ({type(e).__name__}: {e}); "
-                       f"expected {TOPOLOGY_FILE} and {TABLES_NPZ}") from None
 
 
 def cmd_verify(args) -> int:
@@ -334,7 +221,7 @@ def cmd_verify(args) -> int:
     from tablegen.verify import verify
 
     d = Path(args.dir)
-    ts = load_table_set(d)
+    ts = load_table_dir(d)
     try:
         ib_dir = find_ib_dir(d, required=False)
         files = load_ib_files(ib_dir) if ib_dir is not None else None
@@ -360,7 +247,7 @@ def cmd_verify(args) -> int:
         if ib is not None:
             _print_ib(ib)
     if not rep.ok:
-        _print_failure(rep.errors)
+        print_failure(rep.errors)
         return 1
     if not ib["ok"] and ib.get("expressible", True):
         what = "InfiniBand files" if files is not None else "InfiniBand"
@@ -427,7 +314,7 @@ def _print_ib(ib: dict) -> None:
 
 
 def cmd_path(args) -> int:
-    topo = _topology(args.spec)
+    topo = topology_of(args.spec)
     ts = _tables(topo, args)
     src, dst = _switch(topo, args.src, "src"), _switch(topo, args.dst, "dst")
     cls = ts.cls(args.cls) if args.cls else ts.classes[-1]
@@ -472,7 +359,7 @@ def cmd_expand(args) -> int:
     from tablegen.topologies.dsnf import add_nodes, transform
     from tablegen.update import table_updates
 
-    topo = _topology(args.spec)
+    topo = topology_of(args.spec)
     if topo.kind != "dsnf":
         raise BadInput(f"expand: {topo.name()} is not a dsnf topology; expected dsnf:n=N")
     if args.transform:
@@ -518,143 +405,25 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
-    from rich.table import Table
-
-    console = _console()
-    out = Path(args.out)
-    topo = _topology("slimfly:q=5")
-    table = Table(title=f"fabroute demo: {topo.name()} ({topo.n_switches} switches, "
-                        f"{topo.n_hosts} hosts) -> {out}")
-    for col in ("routing", "classes", "max hops", "VCs", "CDG deps", "verified", "files"):
-        table.add_column(col)
-    status = 0
-    for routing in ("min", "val-3h", "ugal-l"):
-        ns = argparse.Namespace(routing=routing, nonmin=None, vcs=None)
-        ts, rep = build_and_verify(topo, ns, console)
-        if not rep.ok:
-            _print_failure(rep.errors)
-            status = 1
-            continue
-        files, skipped = write_table_set(ts, rep, out / routing, ("json", "ib", "openflow"))
-        for fmt, why in skipped.items():
-            console.print(f"{routing}: {fmt} export skipped: {why}")
-        table.add_row(routing, ",".join(rep.classes),
-                      ",".join(str(c["max_hops"]) for c in rep.classes.values()),
-                      str(ts.num_vcs), str(rep.cdg["dependencies"]), "yes", str(len(files)))
-    console.print(table)
-    status |= _demo_infiniband(topo, out / "ib-val-3h", console)
-    return status | _demo_emulation(topo, console)
-
-
-def _demo_emulation(topo, console) -> int:
-    """VAL_3h installed by the os-ken controller into Open vSwitch under Mininet, every host
-    pair probed, sampled paths and VCs proven."""
-    from rich.table import Table
-
-    from emulation.mininet.session import run
-
-    ns = argparse.Namespace(routing="val-3h", nonmin=None, vcs=None)
-    ts, _ = build_and_verify(topo, ns, console)
-    try:
-        with console.status("OpenFlow: Mininet + Open vSwitch, controller, probes…"):
-            rep = run(ts, log=lambda *a: None)
-    except RunFailed as e:
-        console.print(f"[red]emulation: {e}")
-        return 1
-    t = Table(title=f"OpenFlow {ts.routing} on Open vSwitch (Mininet, os-ken controller)")
-    for col in ("switches verified after", "flow-mods", "host pairs", "delivered",
-                "paths proven", "mismatches"):
-        t.add_column(col)
-    t.add_row(f"{rep['times']['verified_after']:.1f} s", str(rep["flow_mods"]),
-              str(rep["pairs"]), str(rep["delivered"]), str(rep["path_checks"]),
-              str(rep["path_mismatches"]))
-    console.print(t)
-    return 0 if rep["ok"] else 1
-
-
-def _demo_infiniband(topo, out: Path, console) -> int:
-    """VAL_3h on LMC 2 (offset 0 MIN, 1-3 VAL_3h trees) loaded into real OpenSM on ibsim."""
-    from rich.table import Table
-
-    from emulation.ibsim.apply import apply
-    from tablegen.exports.infiniband.write import export_ib, ib_layers
-
-    ns = argparse.Namespace(routing="val-3h", nonmin=None, vcs=None)
-    ts, _ = build_and_verify(topo, ns, console)
-    ib = ib_layers(ts, 2)
-    with _replaced_dir(out) as tmp:
-        export_ib(ts, tmp, lmc=2, flat=True, ib=ib)
-    with console.status("InfiniBand: ibsim + OpenSM load, read back, compare…"):
-        try:
-            rep = apply(out)
-        except (RunFailed, BadInput) as e:
-            console.print(f"[red]InfiniBand: {e}")
-            return 1
-    t = Table(title=f"InfiniBand {ts.routing} LMC 2 ({ib[1]['sls_used']} SLs, "
-                    f"{ib[1]['vls_used']} VLs) in OpenSM + ibsim")
-    for col in ("kind", "entries", "mismatches"):
-        t.add_column(col)
-    for kind in ("lft", "sl2vl", "path_sl"):
-        t.add_row(kind, str(rep[kind]["entries"]), str(rep[kind]["mismatches"]))
-    console.print(t)
-    return 0 if rep["ok"] else 1
-
-
-def cmd_controller(args) -> int:
-    from controller.openflow.launcher import run
-
-    ts = load_table_set(Path(args.dir))
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BadInput(f"controller: --listen {args.listen!r}; expected HOST:PORT, e.g. "
-                       "127.0.0.1:6653")
-    run(ts, args.listen, Path(args.status) if args.status else None,
-        Path(args.log) if args.log else None)
-    return 0
-
-
-def cmd_emulate(args) -> int:
-    from emulation.mininet.session import run
-
-    console = _console()
-    topo = _topology(args.spec)
-    if args.hosts_per_switch is not None and not 1 <= args.hosts_per_switch <= int(
-            topo.hosts.min(initial=1)):
-        raise BadInput(f"emulate: --hosts-per-switch {args.hosts_per_switch}; expected 1.."
-                       f"{int(topo.hosts.min(initial=1))} for {topo.name()}")
-    ts, _ = verified_tables(topo, args, console, "emulate")
-    if ts is None:
-        return 1
-    try:
-        report = run(ts, check=args.check, samples=args.samples,
-                     hosts_per_switch=args.hosts_per_switch, keep=args.keep,
-                     log=console.log, on_report=lambda r: print(json.dumps(r), flush=True))
-    except RunFailed as e:
-        print(f"emulate: {e}", file=sys.stderr)
-        return 1
-    return 0 if report["ok"] else 1
-
-
 def cmd_ib_export(args) -> int:
     from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.write import export_ib, ib_layers
 
-    console = _console()
-    topo = _topology(args.spec)
+    con = console()
+    topo = topology_of(args.spec)
     try:
         lid_plan(topo, args.lmc)     # bad input before any work
     except NotExpressible as e:
         raise BadInput(f"ib export: --lmc {args.lmc}: {e}") from None
-    ts, _ = verified_tables(topo, args, console, "ib export")
+    ts, _ = verified_tables(topo, args, con, "ib export")
     if ts is None:
         return 1
     try:
-        with console.status(f"InfiniBand layers (LMC {args.lmc}), SLs, IB verification…"):
+        with con.status(f"InfiniBand layers (LMC {args.lmc}), SLs, IB verification…"):
             ib = ib_layers(ts, args.lmc, args.seed)
     except NotExpressible as e:
         raise BadInput(f"ib export: {e}") from None
-    with console.status(f"writing {args.out}…"), _replaced_dir(Path(args.out)) as tmp:
+    with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out)) as tmp:
         files = export_ib(ts, tmp, lmc=args.lmc, seed=args.seed, flat=True, ib=ib)
         ts.save_npz(tmp / TABLES_NPZ)
         (tmp / TOPOLOGY_FILE).write_text(json.dumps(topo.to_dict()))
@@ -668,44 +437,21 @@ def cmd_ib_export(args) -> int:
     return 0
 
 
-def cmd_ib_apply(args) -> int:
-    from emulation.ibsim.apply import apply
-
-    try:
-        rep = apply(Path(args.dir), keep_logs=args.keep_logs, max_paths=args.max_paths)
-    except BadInput as e:
-        raise BadInput(f"ib apply: {e}") from None
-    except RunFailed as e:
-        print(json.dumps(dict(e.report, error=str(e), ok=False), indent=1))
-        print(f"ib apply: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps(rep, indent=1))
-    return 0 if rep["ok"] else 1
-
-
-# -- parser --------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, as every other bad input
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-def parser() -> argparse.ArgumentParser:
+def routing_args(sp, several: bool = False) -> None:
+    """``--routing`` (one, or with ``several`` a comma-separated list), ``--nonmin``, ``--vcs``."""
     from tablegen.routing.build import NONMIN, ROUTINGS
 
-    p = _Parser(prog="fabroute", description="Routing tables, virtual channels and deadlock "
-                "proofs for Slim Fly, Dragonfly and DSN-F fabrics.")
-    sub = p.add_subparsers(dest="command", required=True)
+    if several:     # names checked by routing.check_routing, one by one
+        sp.add_argument("--routing", required=True, help="a routing, or several "
+                        f"separated by commas (each into OUT/ROUTING); of {','.join(ROUTINGS)}")
+    else:
+        sp.add_argument("--routing", required=True, choices=ROUTINGS)
+    sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
+    sp.add_argument("--vcs", type=int, help="force the VC count (fewer fail verify)")
 
-    def routing_args(sp, several: bool = False):
-        if several:     # names checked by routing.check_routing, one by one
-            sp.add_argument("--routing", required=True, help="a routing, or several "
-                            f"separated by commas (each into OUT/ROUTING); of {','.join(ROUTINGS)}")
-        else:
-            sp.add_argument("--routing", required=True, choices=ROUTINGS)
-        sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
-        sp.add_argument("--vcs", type=int, help="force the VC count (fewer fail verify)")
 
+def add_parsers(sub) -> None:
+    """Add tablegen's sub-commands to ``sub`` (an argparse sub-parsers object)."""
     sp = sub.add_parser("topology", help="build a topology and print it")
     sp.add_argument("spec")
     sp.add_argument("--json", action="store_true")
@@ -749,11 +495,6 @@ def parser() -> argparse.ArgumentParser:
                         "--throughput-bound the saturation bound of a routing under a traffic")
     sp.add_argument("spec")
     sp.add_argument("--json", action="store_true")
-    sp.add_argument("--throughput-bound", action="store_true",
-                    help="1 / max channel load of the routing's tables under --traffic")
-    from simulator.cli import add_bound_args
-
-    add_bound_args(sp)
     sp.set_defaults(func=cmd_analyze)
 
     sp = sub.add_parser("expand", help="DSN-F expansion: cables and table updates")
@@ -772,35 +513,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default="out/compare")
     sp.set_defaults(func=cmd_compare)
 
-    sp = sub.add_parser("demo", help="Slim Fly q=5: MIN, VAL_3h, UGAL-L tables, verified, "
-                        "exported; VAL_3h loaded into OpenSM + ibsim and into Open vSwitch")
-    sp.add_argument("--out", default="out/demo")
-    sp.set_defaults(func=cmd_demo)
 
-    sp = sub.add_parser("controller", help="OpenFlow 1.3 controller (os-ken): install DIR's "
-                        "tables into every switch that connects, verify, repair")
-    sp.add_argument("dir", help="a 'fabroute tables' output directory")
-    sp.add_argument("--listen", default="127.0.0.1:6653", help="HOST:PORT to listen on")
-    sp.add_argument("--status", help="JSON file kept up to date with every switch's state")
-    sp.add_argument("--log", help="log file (default stderr)")
-    sp.set_defaults(func=cmd_controller)
-
-    sp = sub.add_parser("emulate", help="Mininet + Open vSwitch: install the tables with the "
-                        "controller, probe every host pair, prove sampled paths and VCs")
-    sp.add_argument("spec")
-    routing_args(sp)
-    sp.add_argument("--check", choices=("all-pairs", "sample"), default="all-pairs")
-    sp.add_argument("--samples", type=int, default=12, help="host pairs whose exact path and "
-                    "VCs are proven (Valiant: 2 intermediates each)")
-    sp.add_argument("--hosts-per-switch", type=int, help="attach fewer hosts than the topology "
-                    "has (faster on big fabrics)")
-    sp.add_argument("--keep", action="store_true", help="leave the net and the controller up "
-                    "until Ctrl-C")
-    sp.set_defaults(func=cmd_emulate)
-
-    sp = sub.add_parser("ib", help="InfiniBand: export LMC layers, SLs and SL2VL; load them into "
-                        "OpenSM on ibsim and compare")
-    ib = sp.add_subparsers(dest="ib_command", required=True)
+def add_ib_parsers(ib) -> None:
+    """Add ``export`` to the ``fabroute ib`` sub-parsers."""
     sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
                        "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
     sp.add_argument("spec")
@@ -810,32 +525,3 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, default=1, help="seed of the Valiant layers' targets")
     sp.add_argument("--out", required=True)
     sp.set_defaults(func=cmd_ib_export)
-    sp = ib.add_parser("apply", help="run ibsim + OpenSM (engine 'fabroute': our LFTs, SL2VL "
-                       "and path SLs) on the files in DIR or DIR/ib, read LFTs, SL2VL tables and "
-                       "PathRecord SLs back, compare (exit 1 on any mismatch)")
-    sp.add_argument("dir")
-    sp.add_argument("--keep-logs", action="store_true",
-                    help="keep the scratch directory (ibsim/OpenSM logs) and name it")
-    sp.add_argument("--max-paths", type=int, default=200_000,
-                    help="PathRecords to read back before sampling deterministically "
-                         "(0 = all; default 200000)")
-    sp.set_defaults(func=cmd_ib_apply)
-
-    from simulator.cli import add_parsers
-
-    add_parsers(sub)            # simulate, sweep
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (FabrouteError, KeyError) as e:
-        msg = e.args[0] if e.args else str(e)
-        print(f"fabroute: {msg}", file=sys.stderr)
-        return getattr(e, "exit_code", EXIT_BAD_INPUT)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

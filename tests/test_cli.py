@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tablegen.cli import main
+from fabroute.cli import main
 from tablegen.routing.build import build_tables
 from tablegen.topologies.spec import build
 
@@ -183,9 +183,9 @@ def test_verify_rejects_a_tampered_table_set(capsys, tmp_path):
     assert run(capsys, "tables", "dragonfly:p=2,a=4,h=2", "--routing", "val", "--out",
                str(out))[0] == 0
     # rewrite the tables with VAL squeezed onto 2 VCs: verify must find the cycle
-    from tablegen.cli import load_table_set
+    from tablegen.exports.files import load_table_dir
 
-    ts = load_table_set(out)
+    ts = load_table_dir(out)
     bad = build_tables(ts.topo, "val", vcs=2)
     bad.save_npz(out / "tables.npz")
     code, _, err = run(capsys, "verify", str(out))

@@ -13,7 +13,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from controller.openflow import messages as msg
 from controller.openflow.fabric import MAX_REPAIRS, Fabric, generation_cookie
-from tablegen.cli import main
+from fabroute.cli import main
 from tablegen.errors import RunFailed
 from tablegen.exports.openflow import (
     OFPVID_PRESENT,

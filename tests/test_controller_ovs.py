@@ -13,7 +13,7 @@ import pytest
 
 from emulation.mininet.ctl import Controller, free_port
 from emulation.mininet.net import ensure_ovs
-from tablegen.cli import main
+from fabroute.cli import main
 from tablegen.exports.openflow import dpid
 from tablegen.topologies.spec import build
 

@@ -27,8 +27,8 @@ from emulation.mininet.net import emulate, install_from_files, netns
 from emulation.mininet.pathcheck import PathChecker, corrupt_forwarding, restore_flow, sample_pairs
 from emulation.mininet.probes import Prober
 from emulation.mininet.topo import host_ip
-from tablegen.cli import load_table_set
 from tablegen.errors import RunFailed
+from tablegen.exports.files import load_table_dir
 from tablegen.exports.openflow import dpid, host_macs, mac_str
 from tablegen.topologies.spec import build
 
@@ -63,7 +63,7 @@ class Fabric:
         st = self.ctl.status()
         record(f"{self.spec} {routing} controller", verified_after=secs,
                flow_mods=sum(v.get("flow_mods", 0) for v in st["per_switch"].values()))
-        return load_table_set(d), secs
+        return load_table_dir(d), secs
 
     def stop_controller(self):
         if self.ctl is not None:
@@ -164,7 +164,7 @@ class TestSlimFly:
         record(f"{self.SPEC} min install_from_files", flows=info["flows"], seconds=info["seconds"])
         assert info["flows"] > 0
         all_pairs_delivered(fabric)
-        res = check_paths(fabric, load_table_set(d), n_pairs=24)
+        res = check_paths(fabric, load_table_dir(d), n_pairs=24)
         assert max(r.hops for r in res) <= 2               # Slim Fly diameter
 
     def test_negative_control_wrong_forwarding_entry(self, fabric):
@@ -173,7 +173,7 @@ class TestSlimFly:
             d = tables(fabric.tmp, self.SPEC, "min")
         fabric.stop_controller()
         install_from_files(fabric.fnet, d)
-        ts = load_table_set(d)
+        ts = load_table_dir(d)
         with PathChecker(fabric.fnet, ts, fabric.prober) as pc:
             src, dst = 0, 99
             assert pc.check(src, dst).ok
@@ -328,7 +328,7 @@ def test_demo_runs_every_part(tmp_path, capsys):
     """The README's `make demo`: three routings exported; VAL_3h on LMC 2 through real OpenSM +
     ibsim with zero mismatches; VAL_3h installed by the controller into Open vSwitch under
     Mininet with every host pair delivered.  (Last in this file: it builds its own net.)"""
-    from tablegen.cli import main
+    from fabroute.cli import main
 
     assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
     for routing in ("min", "val-3h", "ugal-l"):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from emulation.ibsim import apply as ib_apply
-from tablegen.cli import main
+from fabroute.cli import main
 from tablegen.errors import BadInput
 from tablegen.exports.infiniband.limits import IB_DATA_VLS
 from tablegen.exports.infiniband.read import load_ib_files

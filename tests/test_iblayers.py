@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from tablegen.cli import main
+from fabroute.cli import main
 from tablegen.errors import NotExpressible
 from tablegen.exports.infiniband.layers import build_layers, walk_layers
 from tablegen.exports.infiniband.limits import IB_DATA_VLS
@@ -495,11 +495,11 @@ def test_verify_rejects_an_lft_loop_with_the_path(sf5_export, tmp_path, capsys):
     assert any(f"switch {v} LID {lid} (offset 0, min): port {back} in the file" in l
                for l in err.splitlines())
     # source HCAs one per SL block find the same: the first failure is kept across blocks
-    from tablegen.cli import load_table_set
+    from tablegen.exports.files import load_table_dir
     from tablegen.exports.infiniband.read import load_ib_files
     from tablegen.exports.infiniband.verify_files import verify_ib_files
 
-    ts, files = load_table_set(d), load_ib_files(d)
+    ts, files = load_table_dir(d), load_ib_files(d)
     whole, split = verify_ib_files(files, ts), verify_ib_files(files, ts, block_cells=1)
     assert not whole["ok"] and len(whole["errors"]) == 3
     for key in ("errors", "layers", "switch_lids", "cdg", "paths"):
@@ -525,11 +525,11 @@ def test_verify_enforces_each_offsets_hop_bound_from_the_tables(sf5_export):
     hops makes the (unchanged) 3-hop paths of offsets 1-3 fail."""
     import dataclasses
 
-    from tablegen.cli import load_table_set
+    from tablegen.exports.files import load_table_dir
     from tablegen.exports.infiniband.read import load_ib_files
     from tablegen.exports.infiniband.verify_files import verify_ib_files
 
-    ts = load_table_set(sf5_export)
+    ts = load_table_dir(sf5_export)
     files = load_ib_files(sf5_export)
     three = sum(lay["hist"].get("3", 0) for lay in verify_ib_files(files, ts)["layers"])
     ts.classes = [dataclasses.replace(c, max_hops=2) for c in ts.classes]

@@ -21,19 +21,24 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
+import zipfile
+from pathlib import Path
 
 import numpy as np
 
-from tablegen.errors import NotExpressible
+from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.infiniband.write import plan_ib
 from tablegen.exports.openflow_text import plan_openflow
-from tablegen.exports.writer import Job, json_chunks, run_jobs
+from tablegen.exports.writer import Job, json_chunks, replaced_dir, run_jobs
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
-__all__ = ["FORMATS", "export_all", "export_json", "load_tables_json"]
+__all__ = ["FORMATS", "export_all", "export_json", "load_table_dir", "load_tables_json",
+           "write_table_set"]
 
 FORMATS = ("json", "ib", "openflow")
+TOPOLOGY_FILE, TABLES_NPZ, REPORT_FILE = "topology.json", "tables.npz", "verify.json"
                                   # "# <type> portguid ...: '<name>'" tail (~75 instead of 11 B)
 
 
@@ -117,3 +122,57 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
                 "openflow": lambda: plan_openflow(ts)}
     plans = {f: planners[f]() for f in formats}
     return {f: run_jobs(outdir, jobs, atomic) for f, jobs in plans.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# table directories: what fabroute tables writes and every consumer loads
+# ---------------------------------------------------------------------------------------------
+def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
+                    jobs: int = 1) -> tuple[list[str], dict[str, str]]:
+    """Write every export of ``ts`` into ``out`` as a whole (:func:`~tablegen.exports.writer.replaced_dir`).  A
+    format that cannot express the tables (e.g. InfiniBand when the SLs do not fit the VLs)
+    is skipped and its reason returned; JSON and the NumPy tables are always written.  Files
+    are written in place inside the directory that replaces ``out``.  With ``jobs > 1`` the
+    formats are written by that many forked processes side by side (each format has its own
+    files)."""
+    from tablegen.forked import run_forked
+
+    def base():
+        ts.save_npz(tmp / TABLES_NPZ)
+        (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
+        return export_all(ts, tmp, formats=("json",), atomic=False), {}
+
+    def export(fmt):
+        def job():
+            try:
+                return export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed,
+                                  atomic=False), {}
+            except NotExpressible as e:
+                shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
+                return {}, {fmt: str(e)}
+        return job
+
+    written, skipped = {}, {}
+    with replaced_dir(out) as tmp:
+        # the formats with the most text first, so that the JSON fills in behind them
+        for w, s in run_forked([*(export(f) for f in formats if f != "json"), base], jobs):
+            written.update(w)
+            skipped.update(s)
+    files = sorted({str(Path(f).relative_to(tmp)) for fs in written.values() for f in fs}
+                   | {TABLES_NPZ, REPORT_FILE})
+    return files, skipped
+
+
+def load_table_dir(d: Path) -> TableSet:
+    """The table set in a ``fabroute tables`` directory (``topology.json``, ``tables.npz``);
+    :class:`~tablegen.errors.BadInput` naming the directory when it holds none."""
+    d = Path(d)
+    if not d.is_dir():
+        raise BadInput(f"DIR={d} is not a directory; expected the --out of 'fabroute tables'")
+    try:
+        topo = Topology.from_dict(json.loads((d / TOPOLOGY_FILE).read_text()))
+        return TableSet.load_npz(d / TABLES_NPZ, topo)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
+            zipfile.BadZipFile) as e:
+        raise BadInput(f"DIR={d} holds no readable table set ({type(e).__name__}: {e}); "
+                       f"expected {TOPOLOGY_FILE} and {TABLES_NPZ}") from None

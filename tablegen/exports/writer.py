@@ -1,5 +1,6 @@
-"""How every export writes its files: Jinja2 templates of the ``fabroute_templates`` package,
-bulk rows, and files replaced atomically.
+"""How every export writes its files: Jinja2 templates (the top-level ``templates/``, shipped as
+``tablegen.exports.templates``), bulk rows, files replaced atomically, output directories
+replaced whole.
 
 The bulk formats (LFTs, SL2VL, the ibsim fabric, OpenFlow entries) define each kind of line as
 a template macro; it is rendered once per export with a marker in place of each field, and
@@ -17,11 +18,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import jinja2
 import numpy as np
 from numba import njit, uint64
+
+from tablegen.errors import BadInput
 
 # ---------------------------------------------------------------------------------------------
 # templates and atomic files
@@ -33,7 +38,7 @@ def template_env() -> jinja2.Environment:
     global _ENV
     if _ENV is None:
         _ENV = jinja2.Environment(
-            loader=jinja2.PackageLoader("fabroute_templates", ""), autoescape=False,
+            loader=jinja2.PackageLoader("tablegen.exports", "templates"), autoescape=False,
             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
             undefined=jinja2.StrictUndefined)
     return _ENV
@@ -265,3 +270,37 @@ def around(macro, *args) -> tuple[bytes, bytes]:
     """``macro(*args, bulk)`` without its last argument: the text before and after it."""
     head, tail = str(macro(*args, MARK)).split(MARK)
     return head.encode(), tail.encode()
+
+
+# ---------------------------------------------------------------------------------------------
+# output directories
+# ---------------------------------------------------------------------------------------------
+def check_out_dir(out, what: str = "--out") -> Path:
+    """Refuse an output path that is, or lies below, something other than a directory
+    before any work is done."""
+    out = Path(out)
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise BadInput(f"{what} {out}: {p} is not a directory; expected a directory path")
+    return out
+
+
+@contextlib.contextmanager
+def replaced_dir(out: Path):
+    """Yield a sibling temporary directory that replaces ``out`` as a whole when the block
+    succeeds, and is removed (leaving ``out`` as it was) when it raises."""
+    out = check_out_dir(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        if out.exists():
+            out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

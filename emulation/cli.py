@@ -1,0 +1,76 @@
+"""``fabroute emulate`` (Mininet + Open vSwitch with the controller) and ``fabroute ib apply``
+(OpenSM on ibsim): the sub-commands that run a table set on an emulated fabric."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tablegen.cli import console, routing_args, topology_of, verified_tables
+from tablegen.errors import BadInput, RunFailed
+
+
+def add_parsers(sub) -> None:
+    sp = sub.add_parser("emulate", help="Mininet + Open vSwitch: install the tables with the "
+                        "controller, probe every host pair, prove sampled paths and VCs")
+    sp.add_argument("spec")
+    routing_args(sp)
+    sp.add_argument("--check", choices=("all-pairs", "sample"), default="all-pairs")
+    sp.add_argument("--samples", type=int, default=12, help="host pairs whose exact path and "
+                    "VCs are proven (Valiant: 2 intermediates each)")
+    sp.add_argument("--hosts-per-switch", type=int, help="attach fewer hosts than the topology "
+                    "has (faster on big fabrics)")
+    sp.add_argument("--keep", action="store_true", help="leave the net and the controller up "
+                    "until Ctrl-C")
+    sp.set_defaults(func=cmd_emulate)
+
+
+def add_ib_parsers(ib) -> None:
+    sp = ib.add_parser("apply", help="run ibsim + OpenSM (engine 'fabroute': our LFTs, SL2VL "
+                       "and path SLs) on the files in DIR or DIR/ib, read LFTs, SL2VL tables and "
+                       "PathRecord SLs back, compare (exit 1 on any mismatch)")
+    sp.add_argument("dir")
+    sp.add_argument("--keep-logs", action="store_true",
+                    help="keep the scratch directory (ibsim/OpenSM logs) and name it")
+    sp.add_argument("--max-paths", type=int, default=200_000,
+                    help="PathRecords to read back before sampling deterministically "
+                         "(0 = all; default 200000)")
+    sp.set_defaults(func=cmd_ib_apply)
+
+
+def cmd_emulate(args) -> int:
+    from emulation.mininet.session import run
+
+    con = console()
+    topo = topology_of(args.spec)
+    if args.hosts_per_switch is not None and not 1 <= args.hosts_per_switch <= int(
+            topo.hosts.min(initial=1)):
+        raise BadInput(f"emulate: --hosts-per-switch {args.hosts_per_switch}; expected 1.."
+                       f"{int(topo.hosts.min(initial=1))} for {topo.name()}")
+    ts, _ = verified_tables(topo, args, con, "emulate")
+    if ts is None:
+        return 1
+    try:
+        report = run(ts, check=args.check, samples=args.samples,
+                     hosts_per_switch=args.hosts_per_switch, keep=args.keep,
+                     log=con.log, on_report=lambda r: print(json.dumps(r), flush=True))
+    except RunFailed as e:
+        print(f"emulate: {e}", file=sys.stderr)
+        return 1
+    return 0 if report["ok"] else 1
+
+
+def cmd_ib_apply(args) -> int:
+    from emulation.ibsim.apply import apply
+
+    try:
+        rep = apply(Path(args.dir), keep_logs=args.keep_logs, max_paths=args.max_paths)
+    except BadInput as e:
+        raise BadInput(f"ib apply: {e}") from None
+    except RunFailed as e:
+        print(json.dumps(dict(e.report, error=str(e), ok=False), indent=1))
+        print(f"ib apply: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(rep, indent=1))
+    return 0 if rep["ok"] else 1

@@ -1,0 +1,53 @@
+"""The ``fabroute`` command: each package adds its own sub-commands (``add_parsers``), this
+module assembles them and maps every error to its exit code in one place
+(:mod:`tablegen.errors`: 0 success, 1 failed verification or a failed run, 2 bad input)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from controller import cli as controller_cli
+from emulation import cli as emulation_cli
+from fabroute import demo
+from simulator import cli as simulator_cli
+from tablegen import cli as tablegen_cli
+from tablegen.errors import EXIT_BAD_INPUT, FabrouteError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as every other bad input
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fabroute", description="Routing tables, virtual channels and deadlock "
+                "proofs for Slim Fly, Dragonfly and DSN-F fabrics.")
+    sub = p.add_subparsers(dest="command", required=True)
+    tablegen_cli.add_parsers(sub)       # topology tables verify path analyze expand compare
+    simulator_cli.add_throughput_bound(sub.choices["analyze"])
+    demo.add_parser(sub)
+    controller_cli.add_parsers(sub)     # controller
+    emulation_cli.add_parsers(sub)      # emulate
+    ib = sub.add_parser("ib", help="InfiniBand: export LMC layers, SLs and SL2VL; load them into "
+                        "OpenSM on ibsim and compare")
+    ib_sub = ib.add_subparsers(dest="ib_command", required=True)
+    tablegen_cli.add_ib_parsers(ib_sub)     # ib export
+    emulation_cli.add_ib_parsers(ib_sub)    # ib apply
+    simulator_cli.add_parsers(sub)      # simulate sweep
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FabrouteError, KeyError) as e:
+        msg = e.args[0] if e.args else str(e)
+        print(f"fabroute: {msg}", file=sys.stderr)
+        return getattr(e, "exit_code", EXIT_BAD_INPUT)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
