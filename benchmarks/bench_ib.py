@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tablegen import ib_apply  # noqa: E402
+from emulation.ibsim import apply as ib_apply  # noqa: E402
+from tablegen.exports.infiniband.read import load_ib_files  # noqa: E402
 
 FABROUTE = [sys.executable, "-m", "fabroute.cli"]
 CASES = {
@@ -54,7 +55,7 @@ def _timed(cmd: list[str], **kw) -> tuple[float, subprocess.CompletedProcess]:
 def opensm_only(d: Path, engine: list[str], timeout: float = 1800) -> dict:
     """ibsim on ``d/fabric.net`` + OpenSM with ``engine`` (e.g. ``["-R", "minhop"]``), no
     plugin and no QoS; seconds from OpenSM's start to SUBNET UP.  Stops both by PID."""
-    ts = ib_apply.load_table_set(d)
+    ts = load_ib_files(d)
     lim = ts.guids["ibsim_limits"]
     sock = f"fabroute-bench-{os.getpid()}-{time.monotonic_ns()}"
     scratch = Path(tempfile.mkdtemp(prefix=f"{sock}-"))

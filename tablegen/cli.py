@@ -275,7 +275,7 @@ def _ib_params(files, args) -> tuple[int, int]:
 
 def _ib_report(ts, lmc: int, seed: int) -> dict:
     """InfiniBand semantics of a table set without exported IB files: layers, SLs, per-VL
-    CDG computed from the tables (``iblayers.verify_ib``).  A routing IB cannot express
+    CDG computed from the tables (:func:`tablegen.exports.infiniband.sls.verify_ib`).  A routing IB cannot express
     (too many SLs or LIDs) gives ``expressible: False``: what ``fabroute tables`` skips, not
     a fault of the table set."""
     from tablegen.exports.infiniband.lids import lid_plan

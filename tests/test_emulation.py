@@ -1,7 +1,7 @@
 """The data plane end to end on real Open vSwitch (userspace datapath) + Mininet hosts:
 tables from ``fabroute tables`` installed from the exported files (``ovs-ofctl bundle``) or by
 ``fabroute controller`` (os-ken, OpenFlow 1.3 over TCP), scapy probes between every host pair,
-exact switch paths and VCs from per-flow packet counters (``emulation/pathcheck.py``), and a
+exact switch paths and VCs from per-flow packet counters (``emulation/mininet/pathcheck.py``), and a
 negative control.  One net per fabric (class-scoped), torn down at the end of its class.
 
 Fabrics: Slim Fly q=5 with p=2 hosts per switch (``slimfly:q=5,p=2``: 50 switches, 175

@@ -1,7 +1,7 @@
 """The controller's decisions, as a plain class: which switch a datapath is, what it must
 hold, what to send to make it so, and whether it does.
 
-:class:`Fabric` never touches a socket: the os-ken app (``controller/app.py``) hands it
+:class:`Fabric` never touches a socket: the os-ken app (``controller/openflow/app.py``) hands it
 datapath ids and statistics replies and sends the messages it returns.  Per switch the
 cycle is *read → compare → repair → read → compare*: on (re)connect the controller first
 reads the flow and group tables, so a switch that already holds the current generation (a

@@ -3,7 +3,7 @@ every switch holds its tables.
 
 The controller is a separate process listening on loopback; the net's bridges have it as
 their ``RemoteController`` (``build_net(..., controller_port=port)``).  Its ``--status`` JSON
-(``controller/app.py``) says per switch whether the flow and group tables were read back and
+(``controller/openflow/app.py``) says per switch whether the flow and group tables were read back and
 found equal to the program (``verified``).  :class:`Controller` starts it, :meth:`wait_verified`
 polls that file, :meth:`stop` ends exactly that process (SIGTERM, then SIGKILL, by pid).
 """

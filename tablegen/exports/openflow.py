@@ -3,7 +3,7 @@
 One pure function, :func:`program`, turns a :class:`~tablegen.tables.TableSet` into plain,
 serialisable records (:class:`Flow`, :class:`Group`).  Both consumers read those records:
 the text export (``ovs-ofctl`` files, :func:`ofctl_flow`) and the controller, which turns
-them into os-ken messages (``controller/messages.py``).  What is exported is exactly what is
+them into os-ken messages (``controller/openflow/messages.py``).  What is exported is exactly what is
 installed.  ``docs/openflow.md`` specifies the pipeline.
 
 Addressing: host MACs ``02:GG:GG:LL:LL:EE`` (group, rank in group, host index), datapath id
