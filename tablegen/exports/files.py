@@ -28,8 +28,6 @@ from pathlib import Path
 import numpy as np
 
 from tablegen.errors import BadInput, NotExpressible
-from tablegen.exports.infiniband.write import plan_ib
-from tablegen.exports.openflow_text import plan_openflow
 from tablegen.exports.writer import Job, json_chunks, replaced_dir, run_jobs
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
@@ -117,6 +115,10 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise NotExpressible(f"unknown export format(s) {unknown}; expected some of {list(FORMATS)}")
+    # the formats' modules are imported here, not at start-up: every command imports this one
+    from tablegen.exports.infiniband.write import plan_ib
+    from tablegen.exports.openflow_text import plan_openflow
+
     planners = {"json": lambda: _plan_json(ts),
                 "ib": lambda: plan_ib(ts, lmc, lft_comments, seed),
                 "openflow": lambda: plan_openflow(ts)}

@@ -21,12 +21,15 @@ import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jinja2
 import numpy as np
 from numba import njit, uint64
 
 from tablegen.errors import BadInput
+
+if TYPE_CHECKING:
+    import jinja2
 
 # ---------------------------------------------------------------------------------------------
 # templates and atomic files
@@ -37,6 +40,8 @@ _ENV: jinja2.Environment | None = None
 def template_env() -> jinja2.Environment:
     global _ENV
     if _ENV is None:
+        import jinja2  # here, not at start-up: every command imports this module
+
         _ENV = jinja2.Environment(
             loader=jinja2.PackageLoader("tablegen.exports", "templates"), autoescape=False,
             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
