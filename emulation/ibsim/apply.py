@@ -2,9 +2,9 @@
 
 ``apply(DIR)`` takes the files of ``fabroute ib export`` (in ``DIR``) or of ``fabroute tables
 --formats ib`` (in ``DIR/ib``): ``fabric.net``, ``guids.json``, ``guid2lid``, ``lfts.dump``,
-``sl2vl.dump``, ``path-sl.txt``.  It checks them against each other (bad input: exit 2,
-nothing started), builds our OpenSM plugin and bulk reader (``controller/opensm/``, cached by
-source hash), starts ``ibsim`` and OpenSM 3.3.23 with the routing engine ``fabroute`` (the
+``sl2vl.dump``, ``path-sl.txt``, read by :mod:`tablegen.exports.infiniband.read`.  It checks
+them against each other (bad input: exit 2, nothing started), builds our OpenSM plugin
+(``controller/opensm/``) and bulk reader (beside this module), cached by source hash, starts ``ibsim`` and OpenSM 3.3.23 with the routing engine ``fabroute`` (the
 ``file`` engine's LFTs plus our ``update_sl2vl`` / ``path_sl`` hooks), waits for
 ``SUBNET UP`` and reads back, with ONE ``fabroute_ibread`` process (pipelined MADs, directed
 routes from the SM's HCA, so the read does not depend on the LFTs under test):

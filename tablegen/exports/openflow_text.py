@@ -26,9 +26,6 @@ from tablegen.exports.writer import (
 )
 from tablegen.tables import TableSet
 
-# ---------------------------------------------------------------------------------------------
-# OpenFlow
-# ---------------------------------------------------------------------------------------------
 OF_CHUNK_ROWS = 1 << 17         # flow entries formatted at a time (about 16 MB of text)
 
 

@@ -1,4 +1,4 @@
-"""InfiniBand routing: LMC path layers, service levels and VLs, verified under IB semantics.
+"""InfiniBand routing: the LMC path layers of a table set.
 
 An InfiniBand switch forwards on the destination LID alone (one out port per LID, whoever sent
 the packet), a packet's service level (SL) is fixed for its whole path, and each switch picks
@@ -15,19 +15,9 @@ This module maps a :class:`~tablegen.tables.TableSet` onto what IB can express
   destination (VAL_3h) or an intermediate group (Dragonfly) — with a trunk: the switches
   where the class is in phase 1 route on the phase-1 table, every other switch heads for the
   target on the phase-0 table.  See :func:`build_layers`.
-* **SL/VL.**  VL 0 on every hop that enters a switch from a host (or from the switch's
-  management port 0), VL ``1 + SL`` on every hop that enters from another switch.  SLs are
-  assigned per (layer, source switch, destination switch), first fit, longest paths first:
-  each path joins the lowest SL whose channel dependency graph stays acyclic with it.  See
-  :func:`assign_sls`.
-* :func:`verify_ib` proves the result from the arrays the exporter writes: every
-  (layer, source, destination) path delivered and loop-free within its hop bound, and the
-  channel dependency graph over ``(link, VL)`` acyclic, with the VL of every hop read from the
-  SL2VL array ``[switch, in slot, out slot, SL]``.
-* :func:`verify_ib_files` proves the written files themselves (what ``fabroute verify DIR``
-  runs): every (source HCA, destination LID) packet through ``lfts.dump`` with its
-  ``path-sl.txt`` SL and the ``sl2vl.dump`` VLs, the CDG of those walks, and the LFTs against
-  the table set's layers.
+* SLs and VLs for the layers and their proof under IB semantics are
+  :mod:`tablegen.exports.infiniband.sls`; the proof of the written files is
+  :mod:`tablegen.exports.infiniband.verify_files`.
 """
 
 from __future__ import annotations

@@ -22,9 +22,6 @@ from tablegen.topology import Topology
 SWITCH_GUID_BASE = 0x02FAB00100000000
 HCA_GUID_BASE = 0x02FAB00200000000
 HCA_GUID_STRIDE = 0x10
-# ---------------------------------------------------------------------------------------------
-# address plans
-# ---------------------------------------------------------------------------------------------
 def switch_guid(s):
     """Node (= port) GUID of switch ``s`` (int or array)."""
     return np.uint64(SWITCH_GUID_BASE) + np.asarray(s, dtype=np.uint64)

@@ -19,9 +19,6 @@ from tablegen.exports.infiniband.sls import cdg_summary
 from tablegen.tables import TableSet
 from tablegen.verify import cdg_edges
 
-# ---------------------------------------------------------------------------------------------
-# verification of the exported files
-# ---------------------------------------------------------------------------------------------
 # how a (source HCA, destination LID) walk through the files ends; _OK = delivered
 _OK, _LOOP, _DEAD_PORT, _WRONG_NODE, _DROPPED, _TOO_LONG = range(6)
 _FAILS = {_LOOP: "loop", _DEAD_PORT: "leave on a port without a link",
@@ -342,8 +339,6 @@ def _path_text(fa: _Files, layers: IbLayers, bound: np.ndarray, h: int, lid: int
     row = len(layers.kinds) if ds >= 0 else k
     tail = f" ({hops} hops; the bound is {bound[row]})" if hops > bound[row] else ""
     return head + " -> ".join(text) + tail
-
-
 
 
 def _agreement(f, fa: _Files, ts: TableSet, layers: IbLayers, errors: list[str]) -> dict:

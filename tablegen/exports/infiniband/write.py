@@ -43,9 +43,6 @@ from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
 LFT_COMMENT_LINES = 10_000_000    # LFT lines (switches x LIDs) up to which entries keep their
-# ---------------------------------------------------------------------------------------------
-# InfiniBand
-# ---------------------------------------------------------------------------------------------
 def lft_class(ts: TableSet) -> PathClass:
     """The class whose routes fill LID offset 0 (layer 0): MIN when the routing has it
     (UGAL-L), else its only class (a Valiant variant's layer 0 is its phase-1 MIN table;
