@@ -1,11 +1,10 @@
-"""``fabroute controller``: serve a table directory to OpenFlow switches."""
+"""``fabroute controller``: serve a proven table directory to OpenFlow switches."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tablegen.errors import BadInput
-from tablegen.exports.files import load_table_dir
 
 
 def add_parsers(sub) -> None:
@@ -21,11 +20,28 @@ def add_parsers(sub) -> None:
 def cmd_controller(args) -> int:
     from controller.openflow.launcher import run
 
-    ts = load_table_dir(Path(args.dir))
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise BadInput(f"controller: --listen {args.listen!r}; expected HOST:PORT, e.g. "
                        "127.0.0.1:6653")
+    ts = proven_tables(Path(args.dir))
     run(ts, args.listen, Path(args.status) if args.status else None,
         Path(args.log) if args.log else None)
     return 0
+
+
+def proven_tables(d: Path):
+    """The table set of ``d`` if, and only if, ``fabroute verify d`` would accept it: tables
+    proven against what fabroute computes, every file checked against the manifest and
+    derived again (:func:`tablegen.exports.files.prove_table_dir`).  Anything else is
+    refused before a socket opens: one line, exit 2."""
+    from tablegen.exports.files import prove_table_dir
+
+    ts, rep, files = prove_table_dir(d)
+    errors = rep.errors if not rep.ok else files["errors"] if not files["ok"] else []
+    if errors:
+        more = len(errors) + (files["error_count"] - len(files["errors"]) if files else 0) - 1
+        raise BadInput(f"controller: {d} fails verification: {errors[0]}"
+                       + (f" (and {more} more)" if more > 0 else "")
+                       + "; expected a table set that 'fabroute verify' accepts")
+    return ts

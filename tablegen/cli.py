@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tablegen.errors import BadInput, NotExpressible, TopologyError
-from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE, load_table_dir, write_table_set
+from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE, write_table_set
 from tablegen.exports.writer import check_out_dir, replaced_dir
 from tablegen.topology import Topology
 
@@ -215,46 +215,55 @@ def cmd_tables(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from tablegen.exports.infiniband.read import find_ib_dir
-    from tablegen.exports.infiniband.read import load_ib_files as load_ib_files
+    from tablegen.exports.files import prove_table_dir
+    from tablegen.exports.infiniband.read import find_ib_dir, load_ib_files
     from tablegen.exports.infiniband.verify_files import verify_ib_files
-    from tablegen.verify import verify
 
     d = Path(args.dir)
-    ts = load_table_dir(d)
-    try:
-        ib_dir = find_ib_dir(d, required=False)
-        files = load_ib_files(ib_dir) if ib_dir is not None else None
-    except BadInput as e:
-        raise BadInput(f"verify: {e}") from None
-    lmc, seed = _ib_params(files, args)
-    rep = verify(ts)
-    ib = None
+    ts, rep, files = prove_table_dir(d)
+    ib = ib_files = None
     if rep.ok:
         try:
-            ib = (verify_ib_files(files, ts) if files is not None
-                  else _ib_report(ts, lmc, seed))
+            ib_dir = find_ib_dir(d, required=False)
+            ib_files = load_ib_files(ib_dir) if ib_dir is not None else None
         except BadInput as e:
-            raise BadInput(f"verify: {e}") from None
+            if files["ok"]:     # the files the manifest vouches for must load
+                raise BadInput(f"verify: {e}") from None
+            files["errors"].append(str(e))
+        else:
+            lmc, seed = _ib_params(ib_files, args)
+            ib = (verify_ib_files(ib_files, ts) if ib_files is not None
+                  else _ib_report(ts, lmc, seed))
     if args.json:
-        print(json.dumps(dict(rep.to_dict(), ib=ib), indent=1))
+        print(json.dumps(dict(rep.to_dict(), files=files, ib=ib), indent=1))
     else:
         print(f"{rep.topology} {rep.routing}: {'OK' if rep.ok else 'FAILED'}; "
               f"VCs used {rep.vcs_used} of {rep.num_vcs}; CDG {rep.cdg.get('dependencies', 0)} "
               f"dependencies, acyclic={not rep.cycle}")
         for name, c in rep.classes.items():
-            print(f"  {name}: max {c['max_hops']} hops (bound {c['bound']})")
+            print(f"  {name}: max {c['max_hops']} hops (bound {c['bound']}, recomputed)")
+        if files is not None:
+            print(f"  files: {files['checked']} of {files['files']} in the manifest checked, "
+                  f"{files['derived']} derived again from the proven tables: "
+                  f"{'OK' if files['ok'] else 'FAILED'}")
         if ib is not None:
             _print_ib(ib)
     if not rep.ok:
         print_failure(rep.errors)
         return 1
-    if not ib["ok"] and ib.get("expressible", True):
-        what = "InfiniBand files" if files is not None else "InfiniBand"
+    status = 0
+    if not files["ok"]:
+        for e in files["errors"]:
+            print(f"verify (files): {e}", file=sys.stderr)
+        if files["error_count"] > len(files["errors"]):
+            print(f"verify (files): … {files['error_count']} errors in all", file=sys.stderr)
+        status = 1
+    if ib is not None and not ib["ok"] and ib.get("expressible", True):
+        what = "InfiniBand files" if ib_files is not None else "InfiniBand"
         for e in ib["errors"]:
             print(f"verify ({what}): {e}", file=sys.stderr)
-        return 1
-    return 0
+        status = 1
+    return status
 
 
 def _ib_params(files, args) -> tuple[int, int]:
@@ -408,6 +417,8 @@ def cmd_compare(args) -> int:
 def cmd_ib_export(args) -> int:
     from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.write import export_ib, ib_layers
+    from tablegen.exports.manifest import write_manifest
+    from tablegen.exports.writer import json_chunks, write_in_place
 
     con = console()
     topo = topology_of(args.spec)
@@ -415,7 +426,7 @@ def cmd_ib_export(args) -> int:
         lid_plan(topo, args.lmc)     # bad input before any work
     except NotExpressible as e:
         raise BadInput(f"ib export: --lmc {args.lmc}: {e}") from None
-    ts, _ = verified_tables(topo, args, con, "ib export")
+    ts, rep = verified_tables(topo, args, con, "ib export")
     if ts is None:
         return 1
     try:
@@ -426,7 +437,9 @@ def cmd_ib_export(args) -> int:
     with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out)) as tmp:
         files = export_ib(ts, tmp, lmc=args.lmc, seed=args.seed, flat=True, ib=ib)
         ts.save_npz(tmp / TABLES_NPZ)
-        (tmp / TOPOLOGY_FILE).write_text(json.dumps(topo.to_dict()))
+        write_in_place(str(tmp / TOPOLOGY_FILE), json_chunks(topo.to_dict()))
+        write_manifest(tmp, rep, {"json": False, "report": False, "openflow": False,
+                                  "ib": {"lmc": args.lmc, "seed": args.seed, "prefix": ""}})
     layers, irep = ib
     summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": args.lmc,
                "files": sorted(Path(f).name for f in files),

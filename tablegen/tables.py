@@ -42,6 +42,8 @@ import numpy as np
 from tablegen.topology import Topology
 
 NO_PORT = -1
+MAX_VCS = 64            # VCs a table set may use (OpenFlow carries 8, InfiniBand 8 VLs)
+VC_SCHEMES = ("hop", "global", "dateline")
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,50 @@ class TableSet:
     exit_port: np.ndarray | None = None
     params: dict = field(default_factory=dict)
     _on_path: dict = field(default_factory=dict, repr=False)
+
+    # -- invariants ----------------------------------------------------------------------------
+    def check(self) -> None:
+        """Raise ``ValueError`` (one line) unless every array has the shape, dtype kind and range
+        the model requires: what the compiled walks index without bounds checks.  Run on any
+        table set read from a file, before :func:`tablegen.verify.verify`.  O(N^2)."""
+        n, r = self.topo.adj.shape
+        targets = {"switch": n, "dst": n, "group": self.topo.n_groups}
+        if not 1 <= self.num_vcs <= MAX_VCS:
+            raise ValueError(f"num_vcs={self.num_vcs}; expected 1..{MAX_VCS}")
+        if self.vc_scheme not in VC_SCHEMES:
+            raise ValueError(f"vc_scheme={self.vc_scheme!r}; expected one of {VC_SCHEMES}")
+        if not self.classes:
+            raise ValueError("no path class; expected at least one")
+        for name, t in self.tables.items():
+            if t.ndim != 2 or t.shape[0] != n or t.shape[1] not in (n, self.topo.n_groups) \
+                    or t.dtype.kind not in "iu":
+                raise ValueError(f"table {name}: shape {t.shape} dtype {t.dtype}; expected "
+                                 f"integers of shape ({n}, {n} or {self.topo.n_groups})")
+            bad = t[(t < NO_PORT) | (t >= r)]
+            if bad.size:
+                raise ValueError(f"table {name}: port index {int(bad[0])}; expected "
+                                 f"{NO_PORT}..{r - 1}")
+        for c in self.classes:
+            for tab, target in ((c.table1, "dst"), (c.table0, c.target0)):
+                if tab is None:
+                    continue
+                if tab not in self.tables or target not in targets \
+                        or self.tables[tab].shape[1] != targets[target]:
+                    raise ValueError(f"class {c.name}: table {tab!r} toward {target!r} is not "
+                                     f"among the tables {sorted(self.tables)} with that width")
+            if not 0 <= c.vc_base < self.num_vcs or c.max_hops < 0:
+                raise ValueError(f"class {c.name}: vc_base={c.vc_base}, max_hops={c.max_hops}; "
+                                 f"expected 0 <= vc_base < {self.num_vcs}, max_hops >= 0")
+        for name, a in (("vc_inc", self.vc_inc), ("exit_port", self.exit_port)):
+            if a is not None and (a.shape != (n, r) or a.dtype.kind not in "iub"
+                                  or (a.size and not 0 <= int(a.min()) <= int(a.max()) <= 1)):
+                raise ValueError(f"{name}: shape {a.shape} dtype {a.dtype}; expected 0/1 of "
+                                 f"shape ({n}, {r})")
+        if any(c.exit == "port" for c in self.classes) and self.exit_port is None:
+            raise ValueError("a class leaves phase 0 by port, but there is no exit_port array")
+        if self.alternatives.shape != (n, n) or self.alternatives.dtype.kind != "u":
+            raise ValueError(f"alternatives: shape {self.alternatives.shape} dtype "
+                             f"{self.alternatives.dtype}; expected unsigned of shape ({n}, {n})")
 
     # -- lookups -------------------------------------------------------------------------------
     def cls(self, name: str | None = None) -> PathClass:
@@ -254,7 +300,16 @@ class TableSet:
 
     @classmethod
     def load_npz(cls, path, topo: Topology) -> "TableSet":
-        with np.load(path) as z:
+        """Read what :meth:`save_npz` wrote for ``topo``; ``ValueError`` before anything is
+        decompressed when an entry is larger than arrays over ``topo`` can be."""
+        n, r = topo.adj.shape
+        cap = 8 * n * max(n, r) + (1 << 20)         # uint64 N x N alternatives, plus headers
+        with zipfile.ZipFile(path) as zf:
+            big = [i for i in zf.infolist() if i.file_size > cap]
+        if big:
+            raise ValueError(f"entry {big[0].filename} holds {big[0].file_size} bytes; expected "
+                             f"at most {cap} for {topo.name()}")
+        with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
             tables = {k[len("table_"):]: z[k] for k in z.files if k.startswith("table_")}
             return cls(

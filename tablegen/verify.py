@@ -175,3 +175,110 @@ def _check_cdg(ts: TableSet, deps, report: Report, max_cycle_print: int) -> None
                      "vc": int(ch % V)} for ch in cyc[:max_cycle_print]]
     text = " -> ".join(f"{c['switch']}:{c['port']}(vc{c['vc']})" for c in report.cycle)
     report.errors.append(f"channel dependency graph has a cycle of {len(cyc)} channels: {text}")
+
+
+# ---------------------------------------------------------------------------------------------
+# what the set claims, against what fabroute computes from the topology's name
+# ---------------------------------------------------------------------------------------------
+def rebuilt_topology(topo):
+    """The topology fabroute builds from ``topo``'s kind and parameters (and its uniform host
+    count where the family takes one), to hold a stored topology against."""
+    from tablegen.errors import TopologyError
+    from tablegen.topologies import baselines, dragonfly, dsnf, slimfly
+
+    builders = {"slimfly": slimfly.build_slimfly, "dragonfly": dragonfly.build_dragonfly,
+                "dsnf": dsnf.build_dsnf, "torus": baselines.build_torus,
+                "dsn": baselines.build_dsn, "dln": baselines.build_dln}
+    if topo.kind not in builders:
+        raise TopologyError(f"kind {topo.kind!r}; expected one of {', '.join(builders)}")
+    kw = dict(topo.params)
+    if topo.kind not in ("slimfly", "dragonfly"):
+        hosts = np.unique(topo.hosts)
+        if len(hosts) != 1:
+            raise TopologyError(f"{topo.name()}: hosts per switch differ; fabroute builds "
+                                "uniform ones")
+        kw["hosts"] = int(hosts[0])
+    try:
+        return builders[topo.kind](**kw)
+    except TypeError as e:
+        raise TopologyError(f"{topo.name()}: parameters {sorted(kw)} ({e}); expected those "
+                            f"fabroute writes for {topo.kind}") from None
+
+
+def _first_json_difference(a, b, where: str = "") -> str | None:
+    if type(a) is not type(b) or (not isinstance(a, (dict, list)) and a != b):
+        return f"{where or 'the document'} is {a!r}, expected {b!r}"
+    if isinstance(a, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            if k not in a or k not in b:
+                return f"{where}.{k} is {'extra' if k in a else 'missing'}"
+            if (d := _first_json_difference(a[k], b[k], f"{where}.{k}" if where else k)):
+                return d
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{where} has {len(a)} entries, expected {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            if (d := _first_json_difference(x, y, f"{where}[{i}]")):
+                return d
+    return None
+
+
+def reference(ts: TableSet) -> tuple[TableSet | None, list[str]]:
+    """Hold ``ts`` against what fabroute computes from its topology's kind and parameters and
+    its routing's name: the topology (links, ports, hosts, labels, groups: ``topology.json``)
+    and the routing's path classes with their hop bounds, VC scheme, VC increments, exit ports
+    and parameters (``tables.npz``).  Returns ``ts`` with the recomputed classes (so that
+    :func:`verify` proves the recomputed bounds, never the stored ones) and the differences,
+    one line each naming the file; ``(None, errors)`` when there is nothing to compare with.
+    The tables themselves are not compared: :func:`verify` proves them.  Cost: one
+    construction and one :func:`~tablegen.routing.build.build_tables`."""
+    from dataclasses import asdict, replace
+
+    from tablegen.errors import TopologyError
+    from tablegen.routing.build import build_tables
+
+    try:
+        topo = rebuilt_topology(ts.topo)
+    except TopologyError as e:
+        return None, [f"topology.json: {e}"]
+    if (d := _first_json_difference(ts.topo.to_dict(), topo.to_dict())):
+        return None, [f"topology.json: {d} (as fabroute builds {topo.name()})"]
+    try:
+        ref = build_tables(ts.topo, ts.routing, nonmin=ts.params.get("nonmin"),
+                           ugal_threshold=ts.params.get("ugal_threshold"))
+    except TopologyError as e:
+        return None, [f"tables.npz: routing {ts.routing!r}: {e}"]
+    errors = []
+    what = f"{ts.routing} on {topo.name()}"
+    have, want = [asdict(c) for c in ts.classes], [asdict(c) for c in ref.classes]
+    if (d := _first_json_difference(have, want, "classes")):
+        errors.append(f"tables.npz: {d} for {what} (recomputed)")
+    for name, a, b in (("vc_scheme", ts.vc_scheme, ref.vc_scheme),
+                       ("params", ts.params, ref.params),
+                       ("tables", {k: list(v.shape) for k, v in ts.tables.items()},
+                        {k: list(v.shape) for k, v in ref.tables.items()})):
+        if a != b:
+            errors.append(f"tables.npz: {name} is {a!r}, expected {b!r} for {what}")
+    for name, a, b in (("vc_inc", ts.vc_inc, ref.vc_inc), ("exit_port", ts.exit_port,
+                                                            ref.exit_port)):
+        if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
+            at = "" if a is None or b is None or a.shape != b.shape else \
+                f" at switch {np.argwhere(a != b)[0][0]} port index {np.argwhere(a != b)[0][1]}"
+            errors.append(f"tables.npz: {name} differs{at} from what {what} uses")
+    return replace(ts, classes=list(ref.classes)), errors
+
+
+def verify_stored(ts: TableSet, max_cycle_print: int = 64) -> Report:
+    """:func:`verify` of a table set read from files: first held against :func:`reference`
+    (bounds recomputed, claims compared), then walked.  What ``fabroute verify`` and the
+    controller run."""
+    checked, errors = reference(ts)
+    if checked is None:
+        return Report(ok=False, routing=ts.routing, topology=ts.topo.name(),
+                      switches=ts.topo.n_switches, num_vcs=ts.num_vcs, vcs_used=0,
+                      errors=errors)
+    rep = verify(checked, max_cycle_print)
+    rep.errors[:0] = errors
+    rep.ok = not rep.errors
+    return rep

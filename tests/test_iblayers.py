@@ -560,7 +560,8 @@ def test_verify_checks_the_ib_files_of_a_tables_directory(tmp_path, capsys):
     f.write_text(re.sub(r"(?m)^((?:[5-9]|1[01]) +\d+ +:) 1 ", r"\1 0 ", text))
     code, out_text, err = _verify(capsys, out)
     assert code == 1 and f"from the files in {out / 'ib'}" in out_text
-    [line] = err.splitlines()
+    files, line = err.splitlines()      # the edit, then what it breaks
+    assert files.startswith("verify (files): ") and "sl2vl.dump: line" in files
     assert line.startswith("verify (InfiniBand files): IB channel dependency graph of the files "
                            "has a cycle of")
     assert _cycle_is_real(json.loads((out / "ib" / "guids.json").read_text()), line) == [0]

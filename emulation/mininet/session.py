@@ -9,7 +9,6 @@ the exact switch path and VC sequence of sampled probes (per-flow counters,
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -21,8 +20,10 @@ from emulation.mininet.net import cleanup_leftovers, emulate, ensure_ovs
 from emulation.mininet.pathcheck import PathChecker, sample_pairs
 from emulation.mininet.probes import Prober
 from tablegen.errors import BadInput, NotExpressible
+from tablegen.exports.files import write_table_set
 from tablegen.exports.openflow import plan
 from tablegen.tables import TableSet
+from tablegen.verify import verify
 
 __all__ = ["run"]
 
@@ -50,10 +51,10 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
     times["ovs"] = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="fabroute-emulate-") as tmp:
         d = Path(tmp)
-        ts.save_npz(d / "tables.npz")
-        (d / "topology.json").write_text(json.dumps(topo.to_dict()))
+        # the controller serves only proven sets: hand it one written as fabroute tables does
+        write_table_set(ts, verify(ts), d / "tables", ("openflow",))
         port = free_port()
-        ctl = Controller(d, port, d)
+        ctl = Controller(d / "tables", port, d)
         try:
             with emulate(topo, controller_port=port, hosts_per_switch=hosts_per_switch,
                          prefix=PREFIX) as fnet:

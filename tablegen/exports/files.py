@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +39,7 @@ __all__ = ["FORMATS", "export_all", "export_json", "load_table_dir", "load_table
 
 FORMATS = ("json", "ib", "openflow")
 TOPOLOGY_FILE, TABLES_NPZ, REPORT_FILE = "topology.json", "tables.npz", "verify.json"
-                                  # "# <type> portguid ...: '<name>'" tail (~75 instead of 11 B)
-
+MAX_TOPOLOGY_BYTES = 256 << 20   # topology.json of the largest supported fabric is ~10 MiB
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,14 +67,14 @@ def _tables_doc(ts: TableSet) -> dict:
     return doc
 
 
-def _plan_json(ts: TableSet) -> list[Job]:
+def plan_json(ts: TableSet) -> list[Job]:
     return [("topology.json", lambda: json_chunks(ts.topo.to_dict())),
             ("tables.json", lambda: json_chunks(_tables_doc(ts)))]
 
 
 def export_json(ts: TableSet, outdir) -> list[str]:
     """Write ``topology.json`` and ``tables.json`` into ``outdir``."""
-    return run_jobs(outdir, _plan_json(ts))
+    return run_jobs(outdir, plan_json(ts))
 
 
 def load_tables_json(path, topo: Topology) -> TableSet:
@@ -119,7 +120,7 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
     from tablegen.exports.infiniband.write import plan_ib
     from tablegen.exports.openflow_text import plan_openflow
 
-    planners = {"json": lambda: _plan_json(ts),
+    planners = {"json": lambda: plan_json(ts),
                 "ib": lambda: plan_ib(ts, lmc, lft_comments, seed),
                 "openflow": lambda: plan_openflow(ts)}
     plans = {f: planners[f]() for f in formats}
@@ -137,6 +138,7 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
     are written in place inside the directory that replaces ``out``.  With ``jobs > 1`` the
     formats are written by that many forked processes side by side (each format has its own
     files)."""
+    from tablegen.exports.manifest import MANIFEST, write_manifest
     from tablegen.forked import run_forked
 
     def base():
@@ -160,21 +162,86 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
         for w, s in run_forked([*(export(f) for f in formats if f != "json"), base], jobs):
             written.update(w)
             skipped.update(s)
+        made = {f for f in formats if f not in skipped}
+        write_manifest(tmp, rep, {"json": True, "report": True, "openflow": "openflow" in made,
+                                  "ib": ({"lmc": lmc, "seed": seed, "prefix": "ib/"}
+                                         if "ib" in made else None)})
     files = sorted({str(Path(f).relative_to(tmp)) for fs in written.values() for f in fs}
-                   | {TABLES_NPZ, REPORT_FILE})
+                   | {TABLES_NPZ, REPORT_FILE, MANIFEST})
     return files, skipped
 
 
 def load_table_dir(d: Path) -> TableSet:
-    """The table set in a ``fabroute tables`` directory (``topology.json``, ``tables.npz``);
-    :class:`~tablegen.errors.BadInput` naming the directory when it holds none."""
+    """The table set in a ``fabroute tables`` directory (``topology.json``, ``tables.npz``),
+    read bounded (regular files only, :data:`MAX_TOPOLOGY_BYTES`, arrays no larger than the
+    topology allows) and shape-checked (:meth:`TableSet.check`); not yet proven: that is
+    :func:`tablegen.verify.verify`.  :class:`~tablegen.errors.BadInput` naming the directory or
+    the file when it holds none."""
     d = Path(d)
     if not d.is_dir():
         raise BadInput(f"DIR={d} is not a directory; expected the --out of 'fabroute tables'")
+    from tablegen.exports.inputs import open_regular, read_bytes
+
+    unreadable = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError,
+                  zipfile.BadZipFile, zlib.error)
+    path = d / TOPOLOGY_FILE
     try:
-        topo = Topology.from_dict(json.loads((d / TOPOLOGY_FILE).read_text()))
-        return TableSet.load_npz(d / TABLES_NPZ, topo)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
-            zipfile.BadZipFile) as e:
-        raise BadInput(f"DIR={d} holds no readable table set ({type(e).__name__}: {e}); "
-                       f"expected {TOPOLOGY_FILE} and {TABLES_NPZ}") from None
+        topo = Topology.from_dict(json.loads(read_bytes(path, MAX_TOPOLOGY_BYTES)))
+        path = d / TABLES_NPZ
+        os.close(open_regular(path))        # a FIFO or a link is refused, not read
+        ts = TableSet.load_npz(path, topo)
+        ts.check()
+        return ts
+    except BadInput:
+        raise
+    except unreadable as e:
+        raise BadInput(f"DIR={d} holds no readable table set: {path.name}: "
+                       f"{type(e).__name__}: {e}; expected the {TOPOLOGY_FILE} and {TABLES_NPZ} "
+                       "'fabroute tables' writes") from None
+
+
+def derived_files(ts: TableSet, exports: dict, rep) -> dict:
+    """Path -> producer of every file that ``exports`` (a manifest's record of how a set was
+    written) says can be made again from the proven table set ``ts`` and its report ``rep``."""
+    ex = exports
+    jobs = {TOPOLOGY_FILE: lambda: json_chunks(ts.topo.to_dict())}
+    if ex.get("json"):
+        jobs.update(plan_json(ts))
+    if ex.get("report"):
+        jobs[REPORT_FILE] = lambda: (json.dumps(rep.to_dict(), indent=1),)
+    if ex.get("openflow"):
+        from tablegen.exports.openflow_text import plan_openflow
+
+        jobs.update(plan_openflow(ts))
+    ib = ex.get("ib")
+    if ib:
+        from tablegen.exports.infiniband.write import plan_ib
+
+        if not (isinstance(ib, dict) and isinstance(ib.get("lmc"), int)
+                and isinstance(ib.get("seed"), int) and ib.get("prefix") in ("", "ib/")):
+            raise BadInput(f"manifest.json: exports.ib {ib!r}; expected lmc, seed and prefix")
+        jobs.update(plan_ib(ts, ib["lmc"], None, ib["seed"], ib["prefix"]))
+    return jobs
+
+
+def prove_table_dir(d: Path):
+    """Load table directory ``d`` (:func:`~tablegen.exports.files.load_table_dir`), prove its
+    tables against what fabroute computes (:func:`tablegen.verify.verify_stored`) and, when
+    they hold, every file against the manifest and the tables
+    (:func:`tablegen.exports.manifest.check_files`).  Returns
+    ``(table set, report, files report or None)``; a missing or unreadable manifest is a
+    failed file check, not bad input: the set is not what was verified."""
+    from tablegen.exports.manifest import check_files, proof_facts
+    from tablegen.verify import verify_stored
+
+    ts = load_table_dir(d)
+    rep = verify_stored(ts)
+    if not rep.ok:
+        return ts, rep, None
+    try:
+        files = check_files(d, lambda ex: derived_files(ts, ex, rep), {TABLES_NPZ},
+                            proof_facts(rep))
+    except (BadInput, NotExpressible) as e:
+        files = {"ok": False, "files": 0, "checked": 0, "derived": 0, "errors": [str(e)],
+                 "error_count": 1}
+    return ts, rep, files

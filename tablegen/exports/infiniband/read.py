@@ -15,13 +15,23 @@ from pathlib import Path
 
 from tablegen.errors import BadInput
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, MAX_UNICAST_LID, NO_PORT, VL_DROP
+from tablegen.exports.inputs import read_bytes
 
 IB_FILES = ("fabric.net", "guids.json", "guid2lid", "lfts.dump", "sl2vl.dump", "path-sl.txt")
+# the lines of the files and of OpenSM's dumps that the parsers key on
 LFT_HEADER = re.compile(rb"Unicast lids \[[^\]]*\] of switch .*? guid (0x[0-9a-fA-F]+)")
 SL2VL_NODE = re.compile(r"(Switch|Channel Adapter|Router) (0x[0-9a-fA-F]+)\b")
 NET_GUID = re.compile(r"(?:switchguid|caguid)=(0x[0-9a-fA-F]+)")
 NET_NODE = re.compile(r'(Switch|Hca)\s+\d+\s+"([^"]+)"')
 NET_PORT = re.compile(r'\[(\d+)\]\s+"([^"]+)"\[(\d+)\]')
+MAX_IB_FILE_BYTES = 16 << 30     # LFTs of the largest supported fabric with comments: ~3 GiB
+
+
+def _read(path: Path) -> str:
+    """A file of the set as text: a regular file, at most :data:`MAX_IB_FILE_BYTES`."""
+    return read_bytes(path, MAX_IB_FILE_BYTES).decode(errors="replace")
+
+
 # -- parsing -----------------------------------------------------------------------------------
 def parse_lfts(text: bytes, what: str) -> dict[int, dict[int, int]]:
     """``{switch GUID: {LID: port}}`` from an ``opensm-lfts.dump``-style file or from
@@ -180,7 +190,7 @@ def find_ib_dir(d, required: bool = True) -> Path | None:
 
 def load_guids(path: Path) -> dict:
     try:
-        guids = json.loads(path.read_text())
+        guids = json.loads(_read(path))
         if guids.get("format") != "fabroute-ib-guids":
             raise ValueError(f"format {guids.get('format')!r}")
         for key in ("switches", "hosts", "ibsim_limits"):
@@ -261,7 +271,7 @@ def load_ib_files(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> I
         ca_nodes = {int(h["node_guid"], 16) for h in guids["hosts"]}
     except (KeyError, ValueError, TypeError) as e:
         raise BadInput(f"{ib / 'guids.json'}: switch/host record without {e}") from None
-    net = parse_net((ib / "fabric.net").read_text(errors="replace"), str(ib / "fabric.net"))
+    net = parse_net(_read(ib / "fabric.net"), str(ib / "fabric.net"))
     want = set(radix) | ca_nodes
     if net.keys() != want:
         extra, lack = sorted(net.keys() - want), sorted(want - net.keys())
@@ -279,7 +289,7 @@ def load_ib_files(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> I
             raise BadInput(f"{f} does not exist")
     lfts = check_lfts(lf, radix, guids)
     sl2vl = check_sl2vl(sf, guids, radix, ca_ports)
-    rules = parse_path_sl(pf.read_text(errors="replace"), str(pf))
+    rules = parse_path_sl(_read(pf), str(pf))
     for no, (src, dst, off, _) in enumerate(rules.rules):
         for g, what in ((src, "source"), (dst, "destination")):
             if g is not None and g not in ports:
@@ -292,7 +302,7 @@ def load_ib_files(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> I
 
 
 def check_guid2lid(path: Path, ports: set[int]) -> None:
-    for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for no, line in enumerate(_read(path).splitlines(), 1):
         toks = line.split()
         if not toks or toks[0].startswith("#"):
             continue
@@ -317,7 +327,7 @@ def check_lfts(path: Path, radix: dict[int, int], guids: dict) -> dict[int, dict
     """Every switch must list every LID of the fabric, each with a real port: OpenSM's file
     engine sets what a file omits to 255 (no port), and a read-back cannot tell that from a
     file that said 255, so a gap or a 255 would pass the comparison while dropping traffic."""
-    lfts = parse_lfts(path.read_bytes(), str(path))
+    lfts = parse_lfts(read_bytes(path, MAX_IB_FILE_BYTES), str(path))
     alien = [g for g in lfts if g not in radix]
     if alien:
         raise BadInput(f"{path}: switch 0x{alien[0]:016x} is not in this fabric (guids.json; "
@@ -350,7 +360,7 @@ def check_lfts(path: Path, radix: dict[int, int], guids: dict) -> dict[int, dict
 
 
 def check_sl2vl(path: Path, guids: dict, radix: dict[int, int], ca_ports: dict) -> dict:
-    tables = parse_sl2vl(path.read_text(errors="replace"), str(path))
+    tables = parse_sl2vl(_read(path), str(path))
     known = {"Switch": radix, "Channel Adapter": ca_ports}
     alien = [(g, kind) for g, (kind, _) in tables.items() if g not in known.get(kind, ())]
     if alien:

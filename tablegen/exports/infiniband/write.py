@@ -42,7 +42,11 @@ from tablegen.exports.writer import (
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
-LFT_COMMENT_LINES = 10_000_000    # LFT lines (switches x LIDs) up to which entries keep their
+# LFT lines (switches x LIDs) up to which entries keep their "# <type> portguid ...: '<name>'"
+# tail (~75 instead of 11 bytes a line)
+LFT_COMMENT_LINES = 10_000_000
+
+
 def lft_class(ts: TableSet) -> PathClass:
     """The class whose routes fill LID offset 0 (layer 0): MIN when the routing has it
     (UGAL-L), else its only class (a Valiant variant's layer 0 is its phase-1 MIN table;
