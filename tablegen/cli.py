@@ -180,13 +180,15 @@ def cmd_tables(args) -> int:
     jobs = args.jobs if args.jobs is not None else cpu_count()
     if jobs < 1:
         raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
-    check_out_dir(args.out)
+    out = check_out_dir(args.out, replace=len(routings) == 1)
     topo = topology_of(args.spec)
     for r in routings:
         try:
             check_routing(topo.kind, r, args.nonmin)
         except TopologyError as e:
             raise BadInput(f"--routing {r}: {e}") from None
+        if len(routings) > 1:
+            check_out_dir(out / r)      # each routing's directory is replaced on its own
     con = console()
     status = 0
 
