@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tablegen.errors import BadInput
@@ -14,19 +15,49 @@ def add_parsers(sub) -> None:
     sp.add_argument("--listen", default="127.0.0.1:6653", help="HOST:PORT to listen on")
     sp.add_argument("--status", help="JSON file kept up to date with every switch's state")
     sp.add_argument("--log", help="log file (default stderr)")
+    sp.add_argument("--tls", metavar="PKI_DIR", help="OpenFlow over TLS with mutual "
+                    "certificates from 'fabroute pki PKI_DIR' (a switch may claim only the "
+                    "datapath ids its certificate carries)")
+    sp.add_argument("--insecure-tcp", action="store_true", help="allow plain TCP on a "
+                    "non-loopback address (switches unauthenticated)")
     sp.set_defaults(func=cmd_controller)
+
+    sp = sub.add_parser("pki", help="certificates for OpenFlow over TLS: a CA and the "
+                        "controller's (made once), and a switch certificate carrying the "
+                        "datapath ids it may claim")
+    sp.add_argument("dir")
+    sp.add_argument("--dpids", required=True, help="datapath ids, e.g. 1-50 or 1,7,9-12")
+    sp.add_argument("--name", default="switches", help="file name of the switch certificate "
+                    "(NAME.pem, NAME.key)")
+    sp.set_defaults(func=cmd_pki)
 
 
 def cmd_controller(args) -> int:
-    from controller.openflow.launcher import run
+    from controller.openflow.launcher import is_loopback, run
+    from controller.tls import Pki
 
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise BadInput(f"controller: --listen {args.listen!r}; expected HOST:PORT, e.g. "
                        "127.0.0.1:6653")
+    tls = None
+    if args.tls:
+        tls = Pki(Path(args.tls))
+        tls.check_controller()
+    elif not is_loopback(host) and not args.insecure_tcp:
+        raise BadInput(f"controller: --listen {args.listen}: plain TCP leaves switches "
+                       "unauthenticated; expected a loopback address, --tls PKI_DIR, or "
+                       "--insecure-tcp")
     ts = proven_tables(Path(args.dir))
     run(ts, args.listen, Path(args.status) if args.status else None,
-        Path(args.log) if args.log else None)
+        Path(args.log) if args.log else None, tls)
+    return 0
+
+
+def cmd_pki(args) -> int:
+    from controller.tls import make_pki, parse_dpids
+
+    print(json.dumps(make_pki(Path(args.dir), parse_dpids(args.dpids), args.name)))
     return 0
 
 

@@ -23,6 +23,8 @@ def add_parsers(sub) -> None:
                     "has (faster on big fabrics)")
     sp.add_argument("--keep", action="store_true", help="leave the net and the controller up "
                     "until Ctrl-C")
+    sp.add_argument("--tls", action="store_true", help="OpenFlow over TLS with mutual "
+                    "certificates made for this run")
     sp.set_defaults(func=cmd_emulate)
 
 
@@ -53,7 +55,7 @@ def cmd_emulate(args) -> int:
         return 1
     try:
         report = run(ts, check=args.check, samples=args.samples,
-                     hosts_per_switch=args.hosts_per_switch, keep=args.keep,
+                     hosts_per_switch=args.hosts_per_switch, keep=args.keep, tls=args.tls,
                      log=con.log, on_report=lambda r: print(json.dumps(r), flush=True))
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)

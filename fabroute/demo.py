@@ -55,20 +55,20 @@ def _routing(name: str) -> argparse.Namespace:
 
 
 def _emulation(topo, con) -> int:
-    """VAL_3h installed by the os-ken controller into Open vSwitch under Mininet, every host
-    pair probed, sampled paths and VCs proven."""
+    """VAL_3h installed by the os-ken controller into Open vSwitch under Mininet over TLS
+    (mutual certificates), every host pair probed, sampled paths and VCs proven."""
     from rich.table import Table
 
     from emulation.mininet.session import run
 
     ts, _ = build_and_verify(topo, _routing("val-3h"), con)
     try:
-        with con.status("OpenFlow: Mininet + Open vSwitch, controller, probes…"):
-            rep = run(ts, log=lambda *a: None)
+        with con.status("OpenFlow over TLS: Mininet + Open vSwitch, controller, probes…"):
+            rep = run(ts, log=lambda *a: None, tls=True)
     except RunFailed as e:
         con.print(f"[red]emulation: {e}")
         return 1
-    t = Table(title=f"OpenFlow {ts.routing} on Open vSwitch (Mininet, os-ken controller)")
+    t = Table(title=f"OpenFlow {ts.routing} over TLS on Open vSwitch (Mininet, os-ken)")
     for col in ("switches verified after", "flow-mods", "host pairs", "delivered",
                 "paths proven", "mismatches"):
         t.add_column(col)

@@ -314,14 +314,19 @@ class TestDSNF:
 
 
 def test_cli_emulate_prints_the_report():
-    """`fabroute emulate` end to end (its own net, prefix "e", after the class nets)."""
-    r = subprocess.run([FABROUTE, "emulate", DSNF, "--routing", "dsnf"], capture_output=True,
-                       text=True, timeout=600)
+    """`fabroute emulate --tls` end to end (its own net, prefix "e", after the class nets):
+    Open vSwitch connects over TLS with the certificate made for the run, the controller
+    checks it, and OVS's TLS settings are removed with the net."""
+    r = subprocess.run([FABROUTE, "emulate", DSNF, "--routing", "dsnf", "--tls"],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     rep = json.loads(r.stdout)
     assert rep["pairs"] == rep["delivered"] == 32 * 31 and rep["path_mismatches"] == 0
     assert rep["path_checks"] == 12 and rep["ok"] and rep["max_hops"] <= rep["hop_bound"]
+    assert rep["tls"] is True
     assert subprocess.run(["ovs-vsctl", "br-exists", "es0"]).returncode == 2, "torn down"
+    ssl = subprocess.run(["ovs-vsctl", "get-ssl"], capture_output=True, text=True).stdout
+    assert "Private key" not in ssl, ssl
 
 
 def test_demo_runs_every_part(tmp_path, capsys):
@@ -338,3 +343,4 @@ def test_demo_runs_every_part(tmp_path, capsys):
     err = capsys.readouterr().err                       # rich console: stderr
     assert re.search(r"│ path_sl\s*│\s*169200\s*│\s*0\s*│", err), err[-1500:]
     assert re.search(r"│\s*39800\s*│\s*39800\s*│\s*24\s*│\s*0\s*│", err), err[-1500:]
+    assert "over TLS on Open vSwitch" in err

@@ -25,6 +25,7 @@ from os_ken.ofproto import ofproto_v1_3
 
 from controller.openflow.fabric import Fabric
 from controller.openflow.messages import error_names
+from controller.tls import dpid_ranges
 
 
 class FabrouteApp(app_manager.OSKenApp):
@@ -42,6 +43,10 @@ class FabrouteApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _features(self, ev):
         dp = ev.msg.datapath
+        why = self.fabric.check_certificate(dp.id, self._certificate_dpids(dp))
+        if why is not None:
+            self._refuse(dp, why)
+            return
         st = self.fabric.connected(dp.id, dp)
         if st is None:
             why = (f"refused datapath {dp.id:016x}: not a switch of {self.fabric.topo.name()} "
@@ -73,8 +78,7 @@ class FabrouteApp(app_manager.OSKenApp):
 
     def _refuse(self, dp, why: str):
         self.logger.error(why)
-        if why not in self.fabric.refused:       # a refused switch keeps reconnecting
-            self.fabric.refused.append(why)
+        self.fabric.note_refusal(why)
         self._write_status()
         dp.close()
 
@@ -119,6 +123,11 @@ class FabrouteApp(app_manager.OSKenApp):
         self._reads.pop(dp.id, None)
         self._ports.pop(dp.id, None)
         self._write_status()
+
+    def _certificate_dpids(self, dp):
+        """The datapath ids the peer's TLS certificate carries; ``None`` over plain TCP."""
+        getpeercert = getattr(dp.socket, "getpeercert", None)
+        return None if getpeercert is None else dpid_ranges(getpeercert())
 
     # -- read / compare / repair ---------------------------------------------------------------
     def _read(self, dp):

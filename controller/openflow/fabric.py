@@ -23,6 +23,7 @@ from tablegen.tables import TableSet
 __all__ = ["Diff", "Fabric", "MAX_REPAIRS", "generation_cookie"]
 
 MAX_REPAIRS = 3
+MAX_REFUSED = 64        # refusal reasons the status keeps (the newest); all are counted
 
 
 def generation_cookie(ts: TableSet) -> int:
@@ -79,7 +80,8 @@ class Fabric:
         self._programs: dict[int, Program] = {}
         self._intended: dict[int, tuple[dict, dict]] = {}
         self.switches: dict[int, SwitchState] = {}      # by dpid
-        self.refused: list[str] = []                     # one line per refused datapath
+        self.refused: list[str] = []     # the newest MAX_REFUSED distinct refusal reasons
+        self.refusals = 0                # every refusal, however often repeated
 
     # -- identity ------------------------------------------------------------------------------
     def switch_of(self, dpid: int) -> int | None:
@@ -143,10 +145,29 @@ class Fabric:
                 f"{len(host)} (missing {missing[:8]}, unexpected {extra[:8]}): tables of "
                 f"another fabric?")
 
+    def check_certificate(self, dpid: int, ranges: list[tuple[int, int]] | None) -> str | None:
+        """``None`` when a datapath may claim ``dpid``: always over plain TCP (``ranges`` is
+        None), over TLS only when its certificate carries that datapath id
+        (:func:`controller.tls.dpid_ranges`); else the one-line reason to refuse it."""
+        if ranges is None or any(lo <= dpid <= hi for lo, hi in ranges):
+            return None
+        have = ", ".join(f"{lo:x}-{hi:x}" for lo, hi in ranges[:4]) or "none"
+        return (f"refused datapath {dpid:016x}: its certificate carries datapath ids {have}, "
+                f"not {dpid:x} (an impostor?)")
+
     def refuse(self, dpid: int) -> None:
         st = self.switches.get(dpid)
         if st is not None:
             st.state = "refused"
+
+    def note_refusal(self, why: str) -> None:
+        """Count a refusal and keep its reason, newest last, at most :data:`MAX_REFUSED`
+        distinct ones: a refused switch keeps reconnecting, an attacker keeps varying."""
+        self.refusals += 1
+        if why in self.refused:
+            self.refused.remove(why)
+        self.refused.append(why)
+        del self.refused[:-MAX_REFUSED]
 
     def disconnected(self, dpid: int, conn=None) -> SwitchState | None:
         """Connection ``conn`` of ``dpid`` died: forget the switch and return its state — or
@@ -223,4 +244,5 @@ class Fabric:
                 "cookie": f"0x{self.cookie:016x}", "switches": self.topo.n_switches,
                 "connected": len(states), "verified": states.count("verified"),
                 "failed": states.count("failed"), "refused": self.refused,
+                "refusals": self.refusals,
                 "per_switch": per}

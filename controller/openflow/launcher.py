@@ -1,21 +1,38 @@
-"""``fabroute controller DIR``: run the os-ken application on a table directory.
+"""``fabroute controller DIR``: run the os-ken application on a proven table directory.
 
 os-ken 4.x ships no ``osken-manager``; this is ours.  Facts of os-ken 4.2 it works around:
 ``os_ken.base.app_manager`` must be imported before ``os_ken.controller.controller``
 (circular import otherwise); with the default native hub a switch disconnect never reaches
 ``DEAD_DISPATCHER``, so the eventlet hub is selected before os-ken is imported; the hub's
-threads cannot be joined on SIGTERM, so the handler exits the process.
+threads cannot be joined on SIGTERM, so the handler exits the process; without eventlet's
+monkey patching (which ``osken-manager`` applies) a TLS handshake blocks every switch's
+connection and Open vSwitch times out.  os-ken listens with
+``eventlet.listen``, which sets ``SO_REUSEPORT``: a second controller could bind the same port
+and take half of the switches, and a failed bind happens in a green thread, after which the
+process went on and exited 0.  So the launcher binds the socket itself, without
+``SO_REUSEPORT``, before os-ken starts (a port in use or an address not on this machine is
+one line, exit 2), and hands os-ken that socket.
 """
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
+import time
 from pathlib import Path
 
 from tablegen.errors import BadInput, NotExpressible
+
+# a switch that answers no echo request for ECHO_INTERVAL * ECHO_UNANSWERED seconds (and a
+# connection that never says hello) is disconnected
+ECHO_INTERVAL = 10
+ECHO_UNANSWERED = 3
+LOG_BURST, LOG_PERIOD = 5, 60.0     # the same message at most 5 times a minute
 
 
 def fabric_of(table_set):
@@ -31,24 +48,105 @@ def fabric_of(table_set):
         raise BadInput(f"controller: {e}") from None
 
 
-def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
-        log_file: Path | None = None) -> None:
-    """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
-    SIGTERM/SIGINT.  Never returns.  Refuses (:func:`fabric_of`) before listening."""
-    fabric = fabric_of(table_set)
-    os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
-    host, _, port = listen.rpartition(":")
-    from os_ken import cfg
-    from os_ken.base import app_manager  # before os_ken.controller (circular import)
-    from os_ken.controller import controller  # noqa: F401  registers the ofp-listen options
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` that no other process can share (no
+    ``SO_REUSEPORT``; ``SO_REUSEADDR`` only lets a restart reuse a port in TIME_WAIT).
+    :class:`BadInput` when the port is taken or the address is not this machine's."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((host.strip("[]"), port))
+        s.listen(128)
+    except OSError as e:
+        s.close()
+        why = {errno.EADDRINUSE: "the port is in use (another controller?)",
+               errno.EADDRNOTAVAIL: "the address is not one of this machine's",
+               errno.EACCES: "permission denied"}.get(e.errno, e.strerror)
+        raise BadInput(f"controller: --listen {host}:{port}: {why}; expected a free port on "
+                       "an address of this machine") from None
+    return s
+
+
+class RateLimit(logging.Filter):
+    """Pass each message (by logger and format string) at most ``burst`` times per
+    ``period`` seconds, and say how many were dropped when it passes again; a traceback is
+    kept only on the first of a kind.  40 KB of garbage from one peer wrote 4 MB of
+    tracebacks before."""
+
+    def __init__(self, burst: int = LOG_BURST, period: float = LOG_PERIOD, clock=time.monotonic):
+        super().__init__()
+        self.burst, self.period, self.clock = burst, period, clock
+        self._seen: dict[tuple, list] = {}      # key -> [window start, passed, dropped, traced]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, str(record.msg))
+        now = self.clock()
+        w = self._seen.get(key)
+        if w is None or now - w[0] >= self.period:
+            dropped = w[2] if w else 0
+            w = self._seen[key] = [now, 0, 0, w[3] if w else False]
+            if dropped:
+                record.msg = f"{record.msg} [{dropped} like it suppressed in the last minute]"
+        if w[1] >= self.burst:
+            w[2] += 1
+            return False
+        w[1] += 1
+        if record.exc_info and w[3]:
+            record.exc_info = record.exc_text = None
+        w[3] = w[3] or bool(record.exc_info)
+        if len(self._seen) > 10_000:            # bounded: forget the oldest windows
+            for k in sorted(self._seen, key=lambda k: self._seen[k][0])[:5_000]:
+                del self._seen[k]
+        return True
+
+
+def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
+        log_file: Path | None = None, tls=None) -> None:
+    """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
+    SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
+    :class:`controller.tls.Pki`) is given.  Never returns.  Refuses (:func:`fabric_of`,
+    :func:`bind`) before anything listens."""
+    fabric = fabric_of(table_set)
+    host, _, port = listen.rpartition(":")
+    server = bind(host, int(port))
+    os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
+    from os_ken.lib import hub  # noqa: I001  (the order of these imports matters)
+
+    hub.patch(thread=False)     # as osken-manager does: TLS handshakes must yield, not block
+    from os_ken.base import app_manager         # before os_ken.controller (circular import)
+    from os_ken import cfg
+    from os_ken.controller import controller  # noqa: F401  registers the ofp-listen options
     from controller.openflow.app import FabrouteApp
 
-    logging.basicConfig(level=logging.INFO, filename=log_file,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    handler = (logging.FileHandler(log_file) if log_file else logging.StreamHandler())
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.addFilter(RateLimit())
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     cfg.CONF(args=[], project="os_ken")
     cfg.CONF.set_override("ofp_listen_host", host)
     cfg.CONF.set_override("ofp_tcp_listen_port", int(port))
+    cfg.CONF.set_override("ofp_ssl_listen_port", int(port))
+    cfg.CONF.set_override("echo_request_interval", ECHO_INTERVAL)
+    cfg.CONF.set_override("maximum_unreplied_echo_requests", ECHO_UNANSWERED)
+    if tls is not None:
+        cert, key = tls.controller
+        cfg.CONF.set_override("ctl_cert", str(cert))
+        cfg.CONF.set_override("ctl_privkey", str(key))
+        cfg.CONF.set_override("ca_certs", str(tls.ca))
+    from eventlet.greenio import GreenSocket
+
+    green = GreenSocket(server)
+    hub.listen = lambda *_a, **_k: green         # os-ken's StreamServer takes our socket
     FabrouteApp.fabric = fabric
     FabrouteApp.status_path = status
 
@@ -59,8 +157,14 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    logging.getLogger("fabroute").info("serving %s %s on %s (cookie 0x%016x)",
-                                       table_set.routing, table_set.topo.name(), listen,
-                                       fabric.cookie)
+    log = logging.getLogger("fabroute")
+    log.info("serving %s %s on %s (cookie 0x%016x)", table_set.routing,
+             table_set.topo.name(), listen, fabric.cookie)
+    if tls is None:
+        log.warning("plain TCP, no TLS: switches are not authenticated%s (--tls DIR for "
+                    "OpenFlow over TLS)", "; loopback only" if is_loopback(host) else "")
+    else:
+        log.info("TLS with mutual certificates (CA %s); a switch may claim only the datapath "
+                 "ids its certificate carries", tls.ca)
     app_manager.AppManager.run_apps(["controller.openflow.app"])
     sys.exit(0)

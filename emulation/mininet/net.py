@@ -267,6 +267,7 @@ class FabricNet:
     started: float = 0.0
     workdir: str = ""
     stopped: bool = False
+    tls: bool = False              # set-ssl was configured for this net
 
     def bridge(self, s: int) -> str:
         return self.bridges[s]
@@ -295,6 +296,8 @@ class FabricNet:
         try:
             self.net.stop()        # bridges: one --no-wait del-br transaction; host shells
         finally:
+            if self.tls:
+                _run(["ovs-vsctl", "del-ssl"], check=False)
             _run(["ip", "link", "del", "group", str(link_group(self.prefix))], check=False)
             cleanup_leftovers(self.prefix, self.topo.n_switches)
             if self.workdir:
@@ -364,12 +367,15 @@ def cleanup_leftovers(prefix: str = "", n_switches: int | None = None) -> dict:
 def build_net(topo: Topology, *, controller_port: int | None = None,
               hosts_per_switch: int | None = None, prefix: str = "",
               controller_ip: str = "127.0.0.1", tcp: bool = False,
-              workers: int = 8) -> FabricNet:
+              workers: int = 8, tls: tuple[str, str, str] | None = None) -> FabricNet:
     """Build and start the emulation (see the module doc); the caller must :meth:`~FabricNet.
     stop` it — use :func:`emulate`.  ``controller_port=None``: bridges without a controller
     (tables from files); otherwise a ``RemoteController`` at ``controller_ip:port`` (the
-    caller starts the controller process; switches connect when it listens).  ``tcp=True``
-    also turns off TX checksum offload in the hosts (``ethtool -K <if> tx off``)."""
+    caller starts the controller process; switches connect when it listens).  ``tls``:
+    ``(key, certificate, CA certificate)`` of the switches — OVS then connects over TLS
+    (``ovs-vsctl set-ssl`` is one identity for the whole ``ovs-vswitchd``; it is removed again
+    when the net stops).  ``tcp=True`` also turns off TX checksum offload in the hosts
+    (``ethtool -K <if> tx off``)."""
     tools = ["ovs-vsctl", "ovs-ofctl", "ovs-appctl", "mnexec", "ip"] + (["ethtool"] if tcp
                                                                         else [])
     require_tools(*tools)
@@ -397,8 +403,12 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
     fnet = FabricNet(topo, net, prefix, hosts, controller_port, ft.macs, ft.ips, bridges,
                      times=times, workdir=tempfile.mkdtemp(prefix="fabroute-emu-"))
     try:
+        if tls is not None:
+            _run(["ovs-vsctl", "set-ssl", *tls])
+            fnet.tls = True
         if controller_port is not None:
-            net.addController(NoCheckController("c0", ip=controller_ip, port=controller_port))
+            net.addController(NoCheckController("c0", ip=controller_ip, port=controller_port,
+                                                protocol="ssl" if tls else "tcp"))
         # hosts: one shell (= network namespace) each, started in parallel
         names = [host_name(h, prefix) for h in hosts[:, 0].tolist()]
         with ThreadPoolExecutor(workers) as ex:

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
+from controller.tls import Pki, make_pki
 from emulation.mininet.ctl import Controller, free_port
 from emulation.mininet.net import cleanup_leftovers, emulate, ensure_ovs
 from emulation.mininet.pathcheck import PathChecker, sample_pairs
 from emulation.mininet.probes import Prober
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.files import write_table_set
-from tablegen.exports.openflow import plan
+from tablegen.exports.openflow import dpid, plan
 from tablegen.tables import TableSet
 from tablegen.verify import verify
 
@@ -32,12 +33,14 @@ PREFIX = "e"          # bridge / host name prefix of `fabroute emulate` nets
 
 def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: int = 2,
         hosts_per_switch: int | None = None, keep: bool = False, seed: int = 1,
-        log=print, on_report=None) -> dict:
+        log=print, on_report=None, tls: bool = False) -> dict:
     """Emulate ``ts`` and return the report (JSON-ready): ``pairs``, ``delivered``, ``lost``,
     ``path_checks``, ``path_mismatches``, the longest path, whether a path revisited a switch,
     and the times of every step.  ``check``: ``all-pairs`` probes every ordered host pair,
     ``sample`` only the path-checked pairs.  ``on_report(report)`` is called as soon as the
     checks are done; ``keep`` then leaves the net and the controller up until Ctrl-C.
+    ``tls``: OpenFlow over TLS with mutual certificates made for this run (a CA, the
+    controller's, and one for the fabric's datapath ids that Open vSwitch presents).
     Tables the OpenFlow pipeline cannot express raise :class:`~tablegen.errors.BadInput`
     before anything is started."""
     try:
@@ -54,10 +57,16 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
         # the controller serves only proven sets: hand it one written as fabroute tables does
         write_table_set(ts, verify(ts), d / "tables", ("openflow",))
         port = free_port()
-        ctl = Controller(d / "tables", port, d)
+        pki = ovs_tls = None
+        if tls:     # one certificate for the one ovs-vswitchd: all the fabric's datapath ids
+            pki = Pki(d / "pki")
+            make_pki(pki.dir, [(dpid(0), dpid(topo.n_switches - 1))], "ovs")
+            cert, key = pki.switch("ovs")
+            ovs_tls = (str(key), str(cert), str(pki.ca))
+        ctl = Controller(d / "tables", port, d, tls=pki.dir if pki else None)
         try:
             with emulate(topo, controller_port=port, hosts_per_switch=hosts_per_switch,
-                         prefix=PREFIX) as fnet:
+                         prefix=PREFIX, tls=ovs_tls) as fnet:
                 times.update({f"net_{k}": float(v) for k, v in fnet.times.items()})
                 log(f"net up: {topo.n_switches} switches, {len(fnet.host_ids)} hosts; "
                     "waiting for the controller to verify every switch…")
@@ -65,7 +74,7 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
                 # the bridges connect from net.start() on; the controller was up before
                 times["start_to_verified"] = time.perf_counter() - fnet.started
                 per = ctl.status()["per_switch"].values()
-                report = {"topology": topo.name(), "routing": ts.routing,
+                report = {"topology": topo.name(), "routing": ts.routing, "tls": tls,
                           "switches": topo.n_switches, "hosts": len(fnet.host_ids),
                           "flow_mods": sum(v["flow_mods"] for v in per),
                           "group_mods": sum(v["group_mods"] for v in per)}
