@@ -5,14 +5,22 @@ module assembles them and maps every error to its exit code in one place
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
-from controller import cli as controller_cli
-from emulation import cli as emulation_cli
-from fabroute import demo
-from simulator import cli as simulator_cli
-from tablegen import cli as tablegen_cli
-from tablegen.errors import EXIT_BAD_INPUT, FabrouteError
+from tablegen.numba_cache import use_writable_cache
+
+# First: the imports below load Numba, which reads NUMBA_CACHE_DIR once; a user who cannot
+# write the installed sources needs it set (docs: README, "Supported sizes and users").
+use_writable_cache()
+
+from controller import cli as controller_cli  # noqa: E402
+from emulation import cli as emulation_cli  # noqa: E402
+from fabroute import demo  # noqa: E402
+from simulator import cli as simulator_cli  # noqa: E402
+from tablegen import cli as tablegen_cli  # noqa: E402
+from tablegen.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, FabrouteError  # noqa: E402
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,14 +47,28 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _interrupt(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so that half-built output directories are removed and
+    # forked workers stopped (a command that serves, like the controller, sets its own)
+    old = (signal.signal(signal.SIGTERM, _interrupt)
+           if threading.current_thread() is threading.main_thread() else None)
     try:
         return args.func(args)
     except (FabrouteError, KeyError) as e:
         msg = e.args[0] if e.args else str(e)
         print(f"fabroute: {msg}", file=sys.stderr)
         return getattr(e, "exit_code", EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        print("fabroute: interrupted; no output was half-written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from pathlib import Path
 from tablegen.cli import build_and_verify, console, print_failure, topology_of
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.files import write_table_set
-from tablegen.exports.writer import replaced_dir
+from tablegen.exports.outdir import replaced_dir
 
 ROUTINGS = ("min", "val-3h", "ugal-l")
 

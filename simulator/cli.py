@@ -13,6 +13,8 @@ import sys
 
 from simulator.config import ROUTINGS, SimConfig, load_experiment
 from tablegen.errors import BadInput
+from tablegen.limits import (MAX_JOBS, MAX_POINTS, MAX_VCS, SEED_BOUND, jobs_option,
+                             seed_option, vcs_option)
 
 
 def add_parsers(subparsers) -> None:
@@ -22,8 +24,9 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--traffic", "-t", default="uniform")
     p.add_argument("--load", "-l", type=float, required=True)
     p.add_argument("--config", "-c", help="TOML/JSON file of SimConfig keys")
-    p.add_argument("--seed", "-s", type=int, default=1)
-    p.add_argument("--vcs", type=int, help="force the number of VCs of the tables")
+    p.add_argument("--seed", "-s", type=seed_option, default=1, help="0 <= SEED < 2**32")
+    p.add_argument("--vcs", type=vcs_option, help="force the number of VCs of the tables, "
+                   f"1..{MAX_VCS}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one SimConfig key (repeatable)")
     p.set_defaults(func=cmd_simulate)
@@ -34,12 +37,13 @@ def add_parsers(subparsers) -> None:
     s.add_argument("--routing", "-r", nargs="+",
                    help=f"routings ({', '.join(ROUTINGS)}), or ROUTING@SPEC")
     s.add_argument("--traffic", "-t")
-    s.add_argument("--loads", help="comma-separated offered loads, e.g. 0.1,0.2,0.3")
+    s.add_argument("--loads", help="comma-separated offered loads, e.g. 0.1,0.2,0.3 (at most "
+                   f"{MAX_POINTS:,} points, routings × loads)")
     s.add_argument("--config", "-c")
-    s.add_argument("--seed", "-s", type=int)
-    s.add_argument("--workers", "-j", type=int)
+    s.add_argument("--seed", "-s", type=seed_option, help="0 <= SEED < 2**32")
+    s.add_argument("--workers", "-j", type=jobs_option, help=f"processes, 1..{MAX_JOBS}")
     s.add_argument("--out", "-o", help="output path without suffix (.json and .png)")
-    s.add_argument("--vcs", type=int)
+    s.add_argument("--vcs", type=vcs_option, help=f"1..{MAX_VCS}")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_sweep)
@@ -50,7 +54,7 @@ def add_bound_args(parser) -> None:
     command (the topology SPEC is the caller's positional argument)."""
     parser.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
     parser.add_argument("--traffic", "-t", default="uniform")
-    parser.add_argument("--seed", "-s", type=int, default=1)
+    parser.add_argument("--seed", "-s", type=seed_option, default=1, help="0 <= SEED < 2**32")
     parser.add_argument("--class", dest="cls", help="bound only this path class")
 
 
@@ -102,7 +106,7 @@ def _sets(sets) -> dict:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE")
         try:
             out[k] = json.loads(v)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):     # a word, or absurdly nested
             out[k] = v
     return out
 
@@ -129,6 +133,43 @@ def cmd_simulate(args) -> int:
     return 1 if r["deadlock"] or r["status"] != "ok" else 0
 
 
+def _int_in(name: str, v, lo: int, hi: int) -> int:
+    """An experiment file's integer (TOML/JSON may hold any type): ``lo <= v <= hi``."""
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise ValueError(f"{name}={v!r:.40}; expected an integer {lo} <= {name} <= {hi}")
+    return v
+
+
+def _loads(text: str | None, listed) -> list[float]:
+    """``--loads`` (or the experiment's ``loads`` list): numbers ``0 < load <= 1``."""
+    try:
+        loads = [float(x) for x in text.split(",")] if text else listed or []
+    except ValueError:
+        raise ValueError(f"--loads {text!r:.60}; expected comma-separated numbers "
+                         "0 < load <= 1") from None
+    if not isinstance(loads, list) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 1
+            for x in loads):
+        raise ValueError(f"--loads {loads!r:.60}; expected 0 < load <= 1")
+    return [float(x) for x in loads]
+
+
+def _experiment_names(args, exp: dict) -> tuple:
+    """SPEC, routings and traffic from the command line or the experiment file, each of the
+    type it must have (a file may hold anything)."""
+    spec = args.spec or exp.get("spec")
+    routings = args.routing or exp.get("routings")
+    traffic = args.traffic or exp.get("traffic", "uniform")
+    if spec is not None and not isinstance(spec, str):
+        raise ValueError(f"spec={spec!r:.40}; expected a topology SPEC string")
+    if routings is not None and not (isinstance(routings, list)
+                                     and all(isinstance(r, str) for r in routings)):
+        raise ValueError(f"routings={routings!r:.40}; expected a list of routing names")
+    if not isinstance(traffic, str):
+        raise ValueError(f"traffic={traffic!r:.40}; expected a traffic pattern name")
+    return spec, routings, traffic
+
+
 def cmd_sweep(args) -> int:
 
     from simulator.sweep import sweep
@@ -139,27 +180,29 @@ def cmd_sweep(args) -> int:
     try:
         if args.experiment:
             exp, cfg = load_experiment(args.experiment)
-            if args.config or args.set:
-                cfg = cfg.replace(**(_config(args.config, []).to_dict() if args.config
-                                     else {}), **_sets(args.set))
+            if args.config or args.set:     # one dict: a key in both must not come twice
+                cfg = cfg.replace(**{**(_config(args.config, []).to_dict() if args.config
+                                        else {}), **_sets(args.set)})
         else:
             cfg = _config(args.config, args.set)
-        parse(args.traffic or exp.get("traffic", "uniform"))
-        loads = ([float(x) for x in args.loads.split(",")] if args.loads
-                 else exp.get("loads"))
-        if loads and not all(0 < x <= 1 for x in loads):
-            raise ValueError(f"--loads {loads}; expected 0 < load <= 1")
+        spec, routings, traffic = _experiment_names(args, exp)
+        parse(traffic)
+        loads = _loads(args.loads, exp.get("loads"))
+        seed = _int_in("seed", args.seed if args.seed is not None else exp.get("seed", 1),
+                       0, SEED_BOUND - 1)
+        workers = args.workers or exp.get("workers")
+        if workers is not None:
+            _int_in("workers", workers, 1, MAX_JOBS)
     except (ValueError, KeyError, OSError) as e:
         raise BadInput(f"sweep: {e}") from None
-    spec = args.spec or exp.get("spec")
-    routings = args.routing or exp.get("routings")
-    traffic = args.traffic or exp.get("traffic", "uniform")
     if not (spec and routings and loads):
         raise BadInput("sweep: needs SPEC, --routing and --loads (or --experiment FILE)")
-    seed = args.seed if args.seed is not None else exp.get("seed", 1)
+    if len(routings) * len(loads) > MAX_POINTS:
+        raise BadInput(f"sweep: {len(routings)} routings × {len(loads)} loads = "
+                       f"{len(routings) * len(loads):,} load points, above the largest "
+                       f"supported {MAX_POINTS:,}; expected fewer loads or routings")
     out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
-    res = sweep(spec, routings, traffic, loads, cfg, seed=seed,
-                workers=args.workers or exp.get("workers"), out=out,
+    res = sweep(spec, routings, traffic, loads, cfg, seed=seed, workers=workers, out=out,
                 title=exp.get("figure"), progress=not args.quiet, vcs=args.vcs)
     summary = [{"routing": p["routing_name"], "offered": p["offered"],
                 "accepted": round(p["accepted"], 4),
@@ -174,6 +217,9 @@ def main(argv=None) -> int:
     """``python -m simulator.cli simulate|sweep ...`` (the same commands as ``fabroute``)."""
     import argparse
 
+    from tablegen.numba_cache import use_writable_cache
+
+    use_writable_cache()    # before the commands import Numba (see tablegen.numba_cache)
     ap = argparse.ArgumentParser(prog="python -m simulator.cli")
     add_parsers(ap.add_subparsers(dest="cmd", required=True))
     a = ap.parse_args(argv)

@@ -16,6 +16,44 @@ from pathlib import Path
 EXPERIMENT_KEYS = ("name", "figure", "spec", "routings", "traffic", "loads", "seed", "note",
                    "out", "workers")
 
+#: Cycles at most in one window of a run (a warm-up period, the measurement window, the
+#: deadlock watch): 10^7 cycles is already hours of wall time on the fabrics simulated here
+#: (Slim Fly q=19 runs 36 cycles/s, ``benchmarks/RESULTS.md``); the committed experiments use
+#: at most 20,000.
+MAX_CYCLES = 10_000_000
+
+#: ``(smallest, largest)`` of every integer key.  The upper bounds bound what a run allocates
+#: and how long it runs: queues and packet pools grow with the buffer sizes (per network VC,
+#: per port) and ``source_queue_cap`` (per host), the event rings with the latencies times
+#: the speedup, the latency histogram with ``latency_hist_max`` (8 bytes a bin), the run time
+#: with the cycle counts.  Each is far above what the committed experiments use
+#: (``simulator/experiments/*.toml``: buffers of at most 66 flits, packets of 33, latencies
+#: of 37 cycles).
+INT_RANGES = {
+    "packet_size": (1, 256),
+    "buffer_depth": (1, 4096),
+    "injection_buffer": (0, 4096),
+    "output_buffer": (0, 4096),
+    "source_queue_cap": (1, 65_536),
+    "router_delay": (0, 1024),
+    "channel_latency": (1, 1024),
+    "terminal_latency": (0, 1024),
+    "credit_latency": (0, 1024),
+    "speedup": (1, 16),
+    "islip_iterations": (1, 16),
+    "ugal_threshold": (0, 4096),
+    "warmup_cycles": (1, MAX_CYCLES),
+    "warmup_max_periods": (1, 100),
+    "measure_cycles": (1, MAX_CYCLES),
+    "drain_max_cycles": (0, 4 * MAX_CYCLES),
+    "deadlock_cycles": (1, MAX_CYCLES),
+    "latency_hist_max": (1, 1 << 22),
+}
+NULLABLE = {"ugal_threshold"}   # None: buffer_depth // 2
+#: ``(smallest, largest)`` of the keys that are numbers (an integer is accepted too).
+FLOAT_RANGES = {"warmup_tol": (0.0, 10.0), "saturation_ratio": (0.0, 1.0)}
+MAX_FILE_BYTES = 1 << 20        #: a config or experiment file (the committed ones: < 2 KiB)
+
 
 @dataclass
 class SimConfig:
@@ -62,21 +100,25 @@ class SimConfig:
         self.validate()
 
     def validate(self) -> None:
+        """Every key's type and range (:data:`INT_RANGES`, :data:`FLOAT_RANGES`,
+        :attr:`CHOICES`): ``ValueError``, one line naming the key, its value and what was
+        expected.  O(number of keys)."""
         for k, allowed in self.CHOICES.items():
-            if getattr(self, k) not in allowed:
-                raise ValueError(f"config: {k}={getattr(self, k)!r}; expected one of "
-                                 f"{', '.join(allowed)}")
-        for k in ("packet_size", "buffer_depth", "speedup", "measure_cycles", "warmup_cycles",
-                  "deadlock_cycles", "source_queue_cap", "warmup_max_periods",
-                  "islip_iterations"):
-            if int(getattr(self, k)) < 1:
-                raise ValueError(f"config: {k}={getattr(self, k)}; expected an integer >= 1")
-        for k in ("router_delay", "channel_latency", "terminal_latency", "credit_latency",
-                  "injection_buffer", "output_buffer", "drain_max_cycles"):
-            if int(getattr(self, k)) < 0:
-                raise ValueError(f"config: {k}={getattr(self, k)}; expected an integer >= 0")
-        if self.channel_latency < 1:
-            raise ValueError("config: channel_latency must be >= 1 cycle")
+            v = getattr(self, k)
+            if not isinstance(v, str) or v not in allowed:
+                raise ValueError(f"config: {k}={v!r:.60}; expected one of {', '.join(allowed)}")
+        for k, (lo, hi) in INT_RANGES.items():
+            v = getattr(self, k)
+            if v is None and k in NULLABLE:
+                continue
+            # bool is an int and floats such as 1e12 pass int(): both are typos, not counts
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+                raise ValueError(f"config: {k}={v!r:.60}; expected an integer {lo} <= {k} <= "
+                                 f"{hi:,}" + (" or null" if k in NULLABLE else ""))
+        for k, (lo, hi) in FLOAT_RANGES.items():
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= hi:
+                raise ValueError(f"config: {k}={v!r:.60}; expected a number {lo} <= {k} <= {hi}")
         if self.flow_control == "vct" and self.buffer_depth < self.packet_size:
             raise ValueError(f"config: buffer_depth={self.buffer_depth} < packet_size="
                              f"{self.packet_size}; virtual cut-through needs a whole packet")
@@ -109,10 +151,15 @@ class SimConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SimConfig":
+        if not isinstance(d, dict):
+            raise ValueError(f"config: {type(d).__name__} {d!r:.60}; expected a table of "
+                             "SimConfig keys")
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:
-            raise ValueError(f"config: unknown key(s) {', '.join(sorted(unknown))}; expected "
+            shown = sorted(k if isinstance(k, str) and k.isidentifier() else repr(k)[:40]
+                           for k in unknown)   # one line, whatever the key
+            raise ValueError(f"config: unknown key(s) {', '.join(shown)}; expected "
                              f"some of {', '.join(sorted(names))}")
         return cls(**d)
 
@@ -127,14 +174,30 @@ class SimConfig:
 
 
 def read_file(path) -> dict:
-    """A TOML (``.toml``) or JSON file as a dict."""
+    """A TOML (``.toml``) or JSON file as a dict: a regular file of at most
+    :data:`MAX_FILE_BYTES` (a FIFO or ``/dev/zero`` would block or fill the memory), else
+    ``ValueError`` / ``OSError``."""
     p = Path(path)
-    text = p.read_text()
-    if p.suffix == ".toml":
-        import tomllib
+    if not p.is_file():
+        raise ValueError(f"config file {str(p)!r:.80} is not a regular file; expected a .toml "
+                         "or .json file")
+    with p.open("rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"config file {str(p)!r:.80} is over {MAX_FILE_BYTES:,} bytes; "
+                         "expected a table of SimConfig and experiment keys")
+    text = data.decode()
+    d = json.loads(text) if p.suffix != ".toml" else _toml(text)
+    if not isinstance(d, dict):
+        raise ValueError(f"config file {str(p)!r:.80} holds a {type(d).__name__}; expected a "
+                         "table of keys")
+    return d
 
-        return tomllib.loads(text)
-    return json.loads(text)
+
+def _toml(text: str) -> dict:
+    import tomllib
+
+    return tomllib.loads(text)
 
 
 def load_experiment(path) -> tuple[dict, SimConfig]:

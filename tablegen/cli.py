@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tablegen.errors import BadInput, NotExpressible, TopologyError
 from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE, write_table_set
-from tablegen.exports.writer import check_out_dir, replaced_dir
+from tablegen.exports.outdir import check_out_dir, replaced_dir
 from tablegen.topology import Topology
 
 
@@ -41,8 +41,12 @@ def _tables(topo: Topology, args):
 
 
 def _check_vcs(vcs: int | None) -> None:
-    if vcs is not None and vcs < 1:
-        raise BadInput(f"--vcs {vcs}; expected a VC count >= 1")
+    """``--vcs``: ``1 <= vcs <= MAX_VCS`` (:mod:`tablegen.limits`), for callers that did not
+    parse it with ``limits.vcs_option``."""
+    from tablegen.limits import check_vcs
+
+    if vcs is not None:
+        check_vcs(vcs)
 
 
 def _switch(topo: Topology, value: int, what: str) -> int:
@@ -121,10 +125,12 @@ def print_failure(errors, what: str | None = None, where: str = "") -> None:
         print(f"{what} failed verification; nothing written{where}", file=sys.stderr)
 
 
-def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1):
-    """Build, verify and write one routing (``args.routing``) into ``out``: what a forked
-    worker of ``fabroute tables`` runs.  Returns a JSON-able summary; a table set that fails
-    verification is not written (``verified`` false, its errors listed)."""
+def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
+                  into: Path | None = None):
+    """Build, verify and write one routing (``args.routing``) into ``out`` (or, in a batch,
+    into ``into``, the new directory that becomes ``out`` with the whole batch): what a
+    forked worker of ``fabroute tables`` runs.  Returns a JSON-able summary; a table set that
+    fails verification is not written (``verified`` false, its errors listed)."""
     t0 = time.perf_counter()
     ts, rep = build_and_verify(topo, args)
     t1 = time.perf_counter()
@@ -132,7 +138,8 @@ def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1):
            "num_vcs": ts.num_vcs, "classes": rep.classes}
     if not rep.ok:
         return dict(res, errors=rep.errors)
-    files, skipped = write_table_set(ts, rep, out, formats, jobs=jobs)
+    files, skipped = write_table_set(ts, rep, into or out, formats, jobs=jobs,
+                                     into=into is not None)
     return dict(res, files=len(files), skipped=skipped,
                 seconds={"tables_and_verify": round(t1 - t0, 3),
                          "export": round(time.perf_counter() - t1, 3)})
@@ -143,8 +150,12 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
     """:func:`table_set_job` for each of ``routings`` into ``out / routing``, ``jobs``
     routings and formats at a time in forked processes (:mod:`tablegen.forked`: once a
     routing is verified its formats are jobs of their own; a single routing writes ``out``
-    itself).  The minimal tables several routings share are computed once, before the
-    fork.  ``done(summary)`` is called as each routing ends."""
+    itself).  The batch is one unit: every routing is written into one new directory that
+    replaces ``out`` when all have ended (:func:`~tablegen.exports.outdir.replaced_dir`),
+    with ``routings.json`` listing what it holds; so ``out`` holds the old batch or the
+    new one, never a mix.  The minimal tables several routings share are computed once,
+    before the fork.  ``done(summary)`` is called as each routing ends."""
+    from tablegen.exports.outdir import replaced_dir
     from tablegen.forked import run_forked
     from tablegen.routing.build import share_minimal_tables
 
@@ -155,11 +166,16 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
             done(res)
         return [res]
     share_minimal_tables(topo, routings)
-    tasks = [functools.partial(table_set_job, topo,
-                               argparse.Namespace(routing=r, nonmin=nonmin, vcs=vcs),
-                               out / r, formats, jobs)
-             for r in routings]
-    return run_forked(tasks, jobs, None if done is None else lambda _i, res: done(res))
+    with replaced_dir(out) as tmp:
+        tasks = [functools.partial(table_set_job, topo,
+                                   argparse.Namespace(routing=r, nonmin=nonmin, vcs=vcs),
+                                   out / r, formats, jobs, tmp / r)
+                 for r in routings]
+        results = run_forked(tasks, jobs, None if done is None else lambda _i, r: done(r))
+        (tmp / "routings.json").write_text(json.dumps(
+            {"topology": topo.name(), "routings": list(routings),
+             "written": [r["routing"] for r in results if r["verified"]]}, indent=1) + "\n")
+    return results
 
 
 def cmd_tables(args) -> int:
@@ -180,15 +196,13 @@ def cmd_tables(args) -> int:
     jobs = args.jobs if args.jobs is not None else cpu_count()
     if jobs < 1:
         raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
-    out = check_out_dir(args.out, replace=len(routings) == 1)
+    check_out_dir(args.out)
     topo = topology_of(args.spec)
     for r in routings:
         try:
             check_routing(topo.kind, r, args.nonmin)
         except TopologyError as e:
             raise BadInput(f"--routing {r}: {e}") from None
-        if len(routings) > 1:
-            check_out_dir(out / r)      # each routing's directory is replaced on its own
     con = console()
     status = 0
 
@@ -454,6 +468,7 @@ def cmd_ib_export(args) -> int:
 
 def routing_args(sp, several: bool = False) -> None:
     """``--routing`` (one, or with ``several`` a comma-separated list), ``--nonmin``, ``--vcs``."""
+    from tablegen.limits import MAX_VCS, vcs_option
     from tablegen.routing.build import NONMIN, ROUTINGS
 
     if several:     # names checked by routing.check_routing, one by one
@@ -462,11 +477,14 @@ def routing_args(sp, several: bool = False) -> None:
     else:
         sp.add_argument("--routing", required=True, choices=ROUTINGS)
     sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
-    sp.add_argument("--vcs", type=int, help="force the VC count (fewer fail verify)")
+    sp.add_argument("--vcs", type=vcs_option, help=f"force the VC count, 1..{MAX_VCS} "
+                    "(fewer than needed fail verify)")
 
 
 def add_parsers(sub) -> None:
     """Add tablegen's sub-commands to ``sub`` (an argparse sub-parsers object)."""
+    from tablegen.limits import MAX_JOBS, jobs_option, lmc_option, seed_option
+
     sp = sub.add_parser("topology", help="build a topology and print it")
     sp.add_argument("spec")
     sp.add_argument("--json", action="store_true")
@@ -477,8 +495,9 @@ def add_parsers(sub) -> None:
     routing_args(sp, several=True)
     sp.add_argument("--out", required=True)
     sp.add_argument("--formats", default="json,ib,openflow")
-    sp.add_argument("--jobs", type=int, help="worker processes: routings (or one routing's "
-                    "formats) written side by side (default: the CPUs available)")
+    sp.add_argument("--jobs", type=jobs_option, help="worker processes: routings (or one "
+                    "routing's formats) written side by side, 1.."
+                    f"{MAX_JOBS} (default: the CPUs available)")
     sp.set_defaults(func=cmd_tables)
 
     sp = sub.add_parser("verify", help="verify an exported table set, and under InfiniBand "
@@ -487,9 +506,10 @@ def add_parsers(sub) -> None:
                         "agreement with the tables), else layers and SLs computed from them "
                         "(a routing InfiniBand cannot express is reported, not failed)")
     sp.add_argument("dir")
-    sp.add_argument("--lmc", type=int, help="InfiniBand LMC when DIR holds no IB files "
-                    "(default 0; with IB files only theirs is accepted)")
-    sp.add_argument("--seed", type=int, help="seed of the Valiant layers' targets when DIR "
+    sp.add_argument("--lmc", type=lmc_option, help="InfiniBand LMC (0..7) when DIR holds no "
+                    "IB files (default 0; with IB files only theirs is accepted)")
+    sp.add_argument("--seed", type=seed_option, help="seed of the Valiant layers' targets "
+                    "(0 <= SEED < 2**32) when DIR "
                     "holds no IB files (default 1; with IB files only theirs is accepted)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_verify)
@@ -531,12 +551,16 @@ def add_parsers(sub) -> None:
 
 def add_ib_parsers(ib) -> None:
     """Add ``export`` to the ``fabroute ib`` sub-parsers."""
+    from tablegen.limits import lmc_option, seed_option
+
     sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
                        "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
     sp.add_argument("spec")
     routing_args(sp)
-    sp.add_argument("--lmc", type=int, default=0, help="LIDs per host = 2^LMC; offset k is "
-                    "routed by layer k (0 = minimal, others the routing's non-minimal paths)")
-    sp.add_argument("--seed", type=int, default=1, help="seed of the Valiant layers' targets")
+    sp.add_argument("--lmc", type=lmc_option, default=0, help="LIDs per host = 2^LMC (0..7); "
+                    "offset k is routed by layer k (0 = minimal, others the routing's "
+                    "non-minimal paths)")
+    sp.add_argument("--seed", type=seed_option, default=1, help="seed of the Valiant layers' "
+                    "targets, 0 <= SEED < 2**32")
     sp.add_argument("--out", required=True)
     sp.set_defaults(func=cmd_ib_export)

@@ -12,12 +12,13 @@ exit code  meaning
            Open vSwitch under Mininet) failed or found a mismatch
 2          bad input: a value given on the command line or a file, a missing tool, or tables
            a format cannot express (nothing is written or started)
+130        interrupted (Ctrl-C, SIGTERM): output directories are left as they were
 =========  ==================================================================================
 """
 
 from __future__ import annotations
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class FabrouteError(Exception):

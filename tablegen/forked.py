@@ -15,9 +15,11 @@ routing or format it belongs to.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -28,6 +30,7 @@ __all__ = ["cpu_count", "run_forked"]
 
 _tokens = None      # the outermost run_forked's semaphore, inherited by every forked child
 _DIED = object()    # what a child that sent no result "returned" (a job may return None)
+_PR_SET_PDEATHSIG = 1
 
 
 def cpu_count() -> int:
@@ -50,7 +53,17 @@ class _Failed:
         self.trace = traceback.format_exc()
 
 
-def _child(job: Callable[[], Any], conn) -> None:
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this child when its parent dies (``PR_SET_PDEATHSIG``): a parent
+    killed outright (SIGKILL) leaves no worker writing into its abandoned output."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:      # it died before the call above
+        os._exit(1)
+
+
+def _child(job: Callable[[], Any], conn, parent: int) -> None:
+    _die_with(parent)
     try:
         with _tokens:
             result = job()
@@ -99,7 +112,7 @@ def run_forked(jobs: Sequence[Callable[[], Any]], workers: int,
                 sys.stdout.flush()      # else a child flushes our buffered text once more
                 sys.stderr.flush()
                 reader, writer = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_child, args=(jobs[nxt], writer))  # may nest
+                proc = ctx.Process(target=_child, args=(jobs[nxt], writer, os.getpid()))
                 proc.start()
                 writer.close()
                 running[reader] = (nxt, proc)

@@ -39,10 +39,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from tablegen.limits import MAX_VCS  # VCs a table set may use
 from tablegen.topology import Topology
 
 NO_PORT = -1
-MAX_VCS = 64            # VCs a table set may use (OpenFlow carries 8, InfiniBand 8 VLs)
 VC_SCHEMES = ("hop", "global", "dateline")
 
 
@@ -295,7 +295,10 @@ class TableSet:
         arrays["meta"] = np.frombuffer(json.dumps(self.meta()).encode(), np.uint8)
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
             for name, a in arrays.items():
-                with z.open(f"{name}.npy", "w", force_zip64=True) as f:
+                # a fixed time stamp: the same tables give the same bytes (the manifest's hash)
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type, info._compresslevel = zipfile.ZIP_DEFLATED, 1
+                with z.open(info, "w", force_zip64=True) as f:
                     np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
 
     @classmethod

@@ -297,9 +297,9 @@ def distance_matrix(topo: Topology) -> np.ndarray:
         new = reach & ~visited[:n]
         if not new.any():
             break
-        if level >= UNREACHABLE:
-            raise ValueError(f"{topo.name()}: a hop distance is >= {UNREACHABLE}, "
-                             "which does not fit uint8")
+        if level >= UNREACHABLE:  # a bad input (e.g. dsn:n=4096,x=1), not a fault: exit 2
+            raise TopologyError(f"{topo.name()}: a hop distance is >= {UNREACHABLE}, which "
+                                f"does not fit uint8; expected a diameter <= {UNREACHABLE - 1}")
         visited[:n] |= new
         frontier[:n] = new
         for b in range(8):

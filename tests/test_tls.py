@@ -160,20 +160,26 @@ def test_refusals_are_counted_and_the_list_stays_bounded():
     assert st["refused"][-1] == "refused datapath 0000000000000000"
 
 
-def test_the_log_passes_a_burst_of_each_message_then_counts():
+def test_the_log_passes_a_burst_of_each_warning_then_counts():
     now = [0.0]
-    f = RateLimit(burst=3, period=60, clock=lambda: now[0])
+    f = RateLimit(burst=3, kind_burst=10, period=60, clock=lambda: now[0])
 
-    def rec(msg, exc=False):
-        r = logging.LogRecord("os_ken", logging.ERROR, __file__, 1, msg, (), None)
+    def rec(msg, args=(), level=logging.ERROR, exc=False):
+        r = logging.LogRecord("os_ken", level, __file__, 1, msg, args, None)
         if exc:
             r.exc_info = (ValueError, ValueError("x"), None)
         return r
 
-    passed = [f.filter(rec("bad message from %s", exc=True)) for _ in range(100)]
-    assert passed == [True] * 3 + [False] * 97
-    assert f.filter(rec("another")) is True
+    same = [f.filter(rec("bad message from %s", ("a",), exc=True)) for _ in range(100)]
+    assert same == [True] * 3 + [False] * 97
+    records = [rec("bad message from %s", (str(i),)) for i in range(100)]
+    varied = [f.filter(r) for r in records]
+    assert sum(varied) == 10 - 3                    # the kind's cap, whatever the arguments
+    assert "97 like it suppressed" in records[0].msg    # the drops so far, said once
+    assert all(f.filter(rec("switch %d verified", (i,), logging.INFO)) for i in range(100))
     now[0] = 61.0
-    r = rec("bad message from %s", exc=True)
-    assert f.filter(r) and "97 like it suppressed" in r.msg
-    assert r.exc_info is None           # the traceback was shown once already
+    r = rec("bad message from %s", ("a",), exc=True)
+    assert f.filter(r) and "93 like it suppressed" in r.msg
+    assert r.exc_info is not None                   # a new period: the traceback once more
+    r2 = rec("bad message from %s", ("b",), exc=True)
+    assert f.filter(r2) and r2.exc_info is None

@@ -32,7 +32,8 @@ from tablegen.errors import BadInput, NotExpressible
 # connection that never says hello) is disconnected
 ECHO_INTERVAL = 10
 ECHO_UNANSWERED = 3
-LOG_BURST, LOG_PERIOD = 5, 60.0     # the same message at most 5 times a minute
+# the same warning at most 5 times a minute, a kind of warning (whatever its arguments) 50
+LOG_BURST, LOG_KIND_BURST, LOG_PERIOD = 5, 50, 60.0
 
 
 def fabric_of(table_set):
@@ -78,35 +79,44 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 class RateLimit(logging.Filter):
-    """Pass each message (by logger and format string) at most ``burst`` times per
-    ``period`` seconds, and say how many were dropped when it passes again; a traceback is
-    kept only on the first of a kind.  40 KB of garbage from one peer wrote 4 MB of
-    tracebacks before."""
+    """Warnings and errors: each message at most ``burst`` times per ``period`` seconds, and
+    each kind of message (its format string) at most ``kind_burst`` times, whatever its
+    arguments; the next one that passes says how many were dropped, and a traceback is kept
+    only on the first of a kind in a period.  40 KB of garbage from one peer wrote 4 MB of
+    tracebacks before.  Information (a switch verified, repaired) always passes."""
 
-    def __init__(self, burst: int = LOG_BURST, period: float = LOG_PERIOD, clock=time.monotonic):
+    def __init__(self, burst: int = LOG_BURST, period: float = LOG_PERIOD,
+                 kind_burst: int = LOG_KIND_BURST, clock=time.monotonic):
         super().__init__()
-        self.burst, self.period, self.clock = burst, period, clock
-        self._seen: dict[tuple, list] = {}      # key -> [window start, passed, dropped, traced]
+        self.burst, self.kind_burst, self.period, self.clock = burst, kind_burst, period, clock
+        self._windows: dict[tuple, list] = {}    # key -> [start, passed, dropped, traced]
+
+    def _window(self, key, now: float) -> list:
+        w = self._windows.get(key)
+        if w is None or now - w[0] >= self.period:
+            if len(self._windows) > 10_000:      # bounded: forget every expired window
+                self._windows = {k: v for k, v in self._windows.items()
+                                 if now - v[0] < self.period}
+            w = self._windows[key] = [now, 0, w[2] if w else 0, False]
+        return w
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.levelno, str(record.msg))
+        if record.levelno < logging.WARNING:
+            return True
         now = self.clock()
-        w = self._seen.get(key)
-        if w is None or now - w[0] >= self.period:
-            dropped = w[2] if w else 0
-            w = self._seen[key] = [now, 0, 0, w[3] if w else False]
-            if dropped:
-                record.msg = f"{record.msg} [{dropped} like it suppressed in the last minute]"
-        if w[1] >= self.burst:
-            w[2] += 1
+        kind = self._window((record.name, record.levelno, str(record.msg)), now)
+        one = self._window((record.name, record.levelno, record.getMessage()[:300]), now)
+        if kind[1] >= self.kind_burst or one[1] >= self.burst:
+            kind[2] += 1
             return False
-        w[1] += 1
-        if record.exc_info and w[3]:
+        kind[1] += 1
+        one[1] += 1
+        if kind[2]:
+            record.msg = f"{record.msg} [{kind[2]} like it suppressed]"
+            kind[2] = 0
+        if record.exc_info and kind[3]:
             record.exc_info = record.exc_text = None
-        w[3] = w[3] or bool(record.exc_info)
-        if len(self._seen) > 10_000:            # bounded: forget the oldest windows
-            for k in sorted(self._seen, key=lambda k: self._seen[k][0])[:5_000]:
-                del self._seen[k]
+        kind[3] = kind[3] or bool(record.exc_info)
         return True
 
 

@@ -12,7 +12,9 @@ import json
 import math
 from pathlib import Path
 
+from tablegen import limits
 from tablegen.analysis.layout import analyze
+from tablegen.errors import BadInput
 from tablegen.topologies.baselines import build_dln, build_dsn, build_torus
 from tablegen.topologies.dsnf import build_dsnf
 
@@ -98,18 +100,24 @@ def plot(result: dict, png: Path) -> None:
 
 
 def run(sizes: list[int], out: Path, expand: tuple[int, int, int] | None = None) -> dict:
-    """Compute, then write ``out/compare.json`` and ``out/compare.png`` (temp + rename)."""
+    """Compute, then write ``out/compare.json`` and ``out/compare.png`` (temp + rename).
+    At most :data:`tablegen.limits.MAX_POINTS` topologies are analysed; each size is checked
+    by its builder (:mod:`tablegen.limits`), and ``out`` is made only once all are."""
     from rich.progress import Progress
 
-    out.mkdir(parents=True, exist_ok=True)
     total = len(sizes) * len(FAMILIES) + (len(range(*expand[:1], expand[1] + 1, expand[2]))
                                            if expand else 0)
+    if total > limits.MAX_POINTS:
+        raise BadInput(f"compare: {total:,} topologies to analyse (--sizes × {len(FAMILIES)} "
+                       f"families + --expansion points), above the largest supported "
+                       f"{limits.MAX_POINTS:,}; expected fewer sizes or a larger STEP")
     with Progress(transient=True) as bar:
         task = bar.add_task("analysing", total=total)
         step = lambda: bar.advance(task)  # noqa: E731
         result = {"sizes": sizes, "families": compare(sizes, step)}
         if expand:
             result["expansion"] = expansion(*expand, progress=step)
+    out.mkdir(parents=True, exist_ok=True)  # only now: a refused size leaves nothing behind
     tmp = out / "compare.json.tmp"
     tmp.write_text(json.dumps(result, indent=1))
     tmp.replace(out / "compare.json")

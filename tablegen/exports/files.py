@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from tablegen.errors import BadInput, NotExpressible
-from tablegen.exports.writer import Job, json_chunks, replaced_dir, run_jobs
+from tablegen.exports.outdir import replaced_dir
+from tablegen.exports.writer import Job, json_chunks, run_jobs
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
@@ -131,42 +132,50 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 # table directories: what fabroute tables writes and every consumer loads
 # ---------------------------------------------------------------------------------------------
 def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
-                    jobs: int = 1) -> tuple[list[str], dict[str, str]]:
-    """Write every export of ``ts`` into ``out`` as a whole (:func:`~tablegen.exports.writer.replaced_dir`).  A
+                    jobs: int = 1, into: bool = False) -> tuple[list[str], dict[str, str]]:
+    """Write every export of ``ts`` into ``out`` as a whole, crash-safe
+    (:func:`~tablegen.exports.outdir.replaced_dir`); ``into``: ``out`` is a new directory
+    inside one that is itself being replaced (a batch of routings), written in place.  A
     format that cannot express the tables (e.g. InfiniBand when the SLs do not fit the VLs)
-    is skipped and its reason returned; JSON and the NumPy tables are always written.  Files
-    are written in place inside the directory that replaces ``out``.  With ``jobs > 1`` the
-    formats are written by that many forked processes side by side (each format has its own
-    files)."""
+    is skipped and its reason returned; JSON, the NumPy tables, the report and the manifest
+    are always written.  With ``jobs > 1`` the formats are written by that many forked
+    processes side by side (each format has its own files)."""
+    if into:
+        out.mkdir()
+        return _write_files(ts, rep, out, formats, lmc, seed, jobs)
+    with replaced_dir(out) as tmp:
+        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs)
+
+
+def _write_files(ts, rep, d: Path, formats, lmc: int, seed: int, jobs: int):
     from tablegen.exports.manifest import MANIFEST, write_manifest
     from tablegen.forked import run_forked
 
     def base():
-        ts.save_npz(tmp / TABLES_NPZ)
-        (tmp / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
-        return export_all(ts, tmp, formats=("json",), atomic=False), {}
+        ts.save_npz(d / TABLES_NPZ)
+        (d / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
+        return export_all(ts, d, formats=("json",), atomic=False), {}
 
     def export(fmt):
         def job():
             try:
-                return export_all(ts, tmp, formats=(fmt,), lmc=lmc, seed=seed,
+                return export_all(ts, d, formats=(fmt,), lmc=lmc, seed=seed,
                                   atomic=False), {}
             except NotExpressible as e:
-                shutil.rmtree(tmp / fmt, ignore_errors=True)  # nothing half-written
+                shutil.rmtree(d / fmt, ignore_errors=True)  # nothing half-written
                 return {}, {fmt: str(e)}
         return job
 
     written, skipped = {}, {}
-    with replaced_dir(out) as tmp:
-        # the formats with the most text first, so that the JSON fills in behind them
-        for w, s in run_forked([*(export(f) for f in formats if f != "json"), base], jobs):
-            written.update(w)
-            skipped.update(s)
-        made = {f for f in formats if f not in skipped}
-        write_manifest(tmp, rep, {"json": True, "report": True, "openflow": "openflow" in made,
-                                  "ib": ({"lmc": lmc, "seed": seed, "prefix": "ib/"}
-                                         if "ib" in made else None)})
-    files = sorted({str(Path(f).relative_to(tmp)) for fs in written.values() for f in fs}
+    # the formats with the most text first, so that the JSON fills in behind them
+    for w, s in run_forked([*(export(f) for f in formats if f != "json"), base], jobs):
+        written.update(w)
+        skipped.update(s)
+    made = {f for f in formats if f not in skipped}
+    write_manifest(d, rep, {"json": True, "report": True, "openflow": "openflow" in made,
+                            "ib": ({"lmc": lmc, "seed": seed, "prefix": "ib/"}
+                                   if "ib" in made else None)})
+    files = sorted({str(Path(f).relative_to(d)) for fs in written.values() for f in fs}
                    | {TABLES_NPZ, REPORT_FILE, MANIFEST})
     return files, skipped
 
@@ -182,8 +191,10 @@ def load_table_dir(d: Path) -> TableSet:
         raise BadInput(f"DIR={d} is not a directory; expected the --out of 'fabroute tables'")
     from tablegen.exports.inputs import open_regular, read_bytes
 
+    # what numpy, zipfile and zlib raise on damaged files (zipfile: RuntimeError and
+    # NotImplementedError for flag bits a damaged header sets, e.g. "encrypted")
     unreadable = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError,
-                  zipfile.BadZipFile, zlib.error)
+                  RuntimeError, zipfile.BadZipFile, zlib.error)
     path = d / TOPOLOGY_FILE
     try:
         topo = Topology.from_dict(json.loads(read_bytes(path, MAX_TOPOLOGY_BYTES)))

@@ -18,15 +18,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit, uint64
-
-from tablegen.errors import BadInput
 
 if TYPE_CHECKING:
     import jinja2
@@ -275,63 +271,3 @@ def around(macro, *args) -> tuple[bytes, bytes]:
     """``macro(*args, bulk)`` without its last argument: the text before and after it."""
     head, tail = str(macro(*args, MARK)).split(MARK)
     return head.encode(), tail.encode()
-
-
-# ---------------------------------------------------------------------------------------------
-# output directories
-# ---------------------------------------------------------------------------------------------
-# What marks a directory as fabroute's own output, which a new run may replace: the manifest,
-# or (older sets, the demo's InfiniBand directory) a table set's or an IB export's core files.
-OUTPUT_MARKERS = (("manifest.json",), ("topology.json", "tables.npz"),
-                  ("fabric.net", "guids.json"))
-NAME_MAX = 255
-
-
-def check_out_dir(out, what: str = "--out", replace: bool = True) -> Path:
-    """Refuse, before any work is done, an output path that :func:`replaced_dir` must not
-    replace: empty, ``.``, ``/``, the working directory or one it lies in, a path through
-    something other than a directory, a name too long for its temporary sibling, or an
-    existing directory that is neither empty nor fabroute's output (:data:`OUTPUT_MARKERS`)
-    — replacing removes the old tree.  ``replace=False``: a directory that only holds outputs
-    (``fabroute tables``' ``OUT`` of several routings, each checked on its own)."""
-    if str(out).strip() in ("", "."):
-        raise BadInput(f"{what} {str(out)!r}; expected a path to a new directory or to one "
-                       "fabroute wrote")
-    out = Path(out)
-    for p in (out, *out.parents):
-        if p.exists() and not p.is_dir():
-            raise BadInput(f"{what} {out}: {p} is not a directory; expected a directory path")
-    real, cwd = out.resolve(), Path.cwd().resolve()
-    if real == real.parent or real == cwd or real in cwd.parents:
-        raise BadInput(f"{what} {out}: it is / or holds the working directory; expected a "
-                       "path to a new directory or to one fabroute wrote")
-    if len(f".{out.name}.tmp-{os.getpid()}".encode()) > NAME_MAX:
-        raise BadInput(f"{what} {out}: the name is too long (its temporary sibling would "
-                       f"exceed {NAME_MAX} bytes); expected a shorter name")
-    if replace and out.is_dir() and any(out.iterdir()) and not any(
-            all((out / f).is_file() for f in marker) for marker in OUTPUT_MARKERS):
-        raise BadInput(f"{what} {out}: an existing directory fabroute did not write (no "
-                       "manifest.json); expected a new path or an earlier fabroute output "
-                       "(it would be replaced)")
-    return out
-
-
-@contextlib.contextmanager
-def replaced_dir(out: Path):
-    """Yield a sibling temporary directory that replaces ``out`` as a whole when the block
-    succeeds, and is removed (leaving ``out`` as it was) when it raises."""
-    out = check_out_dir(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-        if out.exists():
-            out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

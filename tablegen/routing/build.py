@@ -32,10 +32,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tablegen import limits
 from tablegen.errors import TopologyError
 from tablegen.routing.walk import table_lengths
 from tablegen.tables import PathClass, TableSet
-from tablegen.topology import Topology, distance_matrix
+from tablegen.topology import UNREACHABLE, Topology, distance_matrix
 
 ROUTINGS = ("min", "val", "val-nta", "val-3h", "ugal-l", "dsnf")
 NONMIN = ("val", "val-nta", "val-3h", "val-group")
@@ -152,11 +153,15 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
             a Dragonfly, ``val`` elsewhere).
         vcs: force the number of VCs (VCs saturate at ``vcs - 1``); default: as many as the
             scheme needs.  Fewer than needed makes ``verify`` fail — on purpose, for tests.
+            At most :data:`tablegen.limits.MAX_VCS` (64), forced or needed (else
+            :class:`BadInput` / :class:`TopologyError`).
         ugal_threshold: UGAL-L bias T (flits) stored for the controller and simulator.
 
     Complexity: dominated by the minimal table, O(N^2 R).
     """
     check_routing(topo.kind, routing, nonmin)
+    if vcs is not None:     # before the tables: the verifier's CDG grows with the VC count
+        vcs = limits.check_vcs(vcs)
     kind = topo.kind
     tables: dict[str, np.ndarray] = {}
     params: dict = {}
@@ -172,7 +177,7 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
         alt = _single_bits(tables["min"], topo.radix)
         vc_inc, scheme = vc_dor.astype(np.uint8), "dateline"
     elif routing != "dsnf":
-        tables["min"], alt = _memo(topo, "min", lambda t: graph_min(t, distance_matrix(t)))
+        tables["min"], alt = _memo(topo, "min", lambda t: graph_min(t, _hop_distances(t)))
         vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
     if routing == "dsnf":
         from tablegen.routing.dsnf import dsnf_tables
@@ -209,6 +214,10 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
                 classes = [nonmin_cls]
     if vcs is None:
         vcs = _vcs_needed(topo, scheme, classes, vc_inc)
+        if vcs > limits.MAX_VCS:    # hop-indexed VCs on a long-diameter graph (dsn, dln)
+            raise TopologyError(f"{routing} on {topo.name()} needs {vcs} VCs ({scheme} "
+                                f"scheme), above the largest supported {limits.MAX_VCS}; "
+                                "expected a topology of smaller diameter")
     return TableSet(topo=topo, routing=routing, classes=classes, tables=tables,
                     alternatives=alt, vc_inc=vc_inc, num_vcs=int(vcs), vc_scheme=scheme,
                     exit_port=exit_port, params=params)
@@ -237,6 +246,18 @@ def share_minimal_tables(topo: Topology, routings) -> None:
     instead of each computing them again."""
     if sum(r != "dsnf" for r in routings) >= 2:
         build_tables(topo, "min")
+
+
+def _hop_distances(topo: Topology) -> np.ndarray:
+    """:func:`distance_matrix`, refusing a diameter that hop-indexed VCs cannot cover (MIN
+    alone needs one VC per hop) before any table is built.  O(N^2) on top of the BFS."""
+    dist = distance_matrix(topo)
+    diam = int(dist[dist < UNREACHABLE].max(initial=0))
+    if diam > limits.MAX_VCS:
+        raise TopologyError(f"{topo.name()} has diameter {diam}: hop-indexed VCs need at least "
+                            f"{diam}, above the largest supported {limits.MAX_VCS}; expected "
+                            "a topology of smaller diameter")
+    return dist
 
 
 def _memo(topo: Topology, key: str, compute):

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from tablegen import limits
 from tablegen.errors import TopologyError
 from tablegen.topology import Topology, TopologyBuilder
 
@@ -82,11 +83,19 @@ def build_torus(x: int, y: int, hosts: int = 1) -> Topology:
     of the other and vice versa, so every switch has exactly four ports and the port order, the
     DOR tables and the dateline stay uniform.  ``to_networkx`` then returns a ``MultiGraph``.
 
+    Limits (:mod:`tablegen.limits`, checked first): ``x * y <= 16,384`` switches, diameter
+    ``x//2 + y//2 <= 254`` hops, ``hosts <= 64``, ``x * y * hosts <= 131,072``.
+
     Complexity: O(x * y) time and memory.
     """
     x = _check_int("x", x, 2, what=" (torus ring size)")
     y = _check_int("y", y, 2, what=" (torus ring size)")
-    hosts = _check_int("hosts", hosts, 0)
+    limits.check_switches("torus", f"x={x}, y={y}", x * y, f"x*y <= {limits.MAX_SWITCHES:,}")
+    if x // 2 + y // 2 > limits.MAX_DIAMETER:  # hop distances are uint8
+        raise TopologyError(f"torus: x={x}, y={y} has diameter {x // 2 + y // 2} hops, above "
+                            f"the largest supported {limits.MAX_DIAMETER}; expected "
+                            f"x//2 + y//2 <= {limits.MAX_DIAMETER}")
+    hosts = limits.check_hosts("torus", "hosts", _check_int("hosts", hosts, 0), x * y)
     n = x * y
     ids = np.arange(n)
     i, j = ids % x, ids // x
@@ -142,12 +151,16 @@ def build_dsn(n: int, x: int | None = None, hosts: int = 1) -> Topology:
     is near, a shortcut can join two ring neighbours (e.g. ``n = 10``: shortcut 2 -> 3).  It is
     kept as a parallel link (a second cable), like the torus with a ring of 2.
 
+    Limits (:mod:`tablegen.limits`, checked first): ``n <= 16,384``, ``hosts <= 64``,
+    ``n * hosts <= 131,072``.
+
     Complexity: O(n * p) time, O(n) memory.
     """
     n = _check_int("n", n, 4, what=" (DSN switches)")
+    limits.at_most("dsn", "n", n, limits.MAX_SWITCHES, f"4 <= n <= {limits.MAX_SWITCHES:,}")
     p = math.ceil(math.log2(n))
     x = p - 1 if x is None else _check_int("x", x, 1, p - 1, what=f" (DSN levels, p={p})")
-    hosts = _check_int("hosts", hosts, 0)
+    hosts = limits.check_hosts("dsn", "hosts", _check_int("hosts", hosts, 0), n)
     level = _dsn_levels(n, p)
 
     src = np.flatnonzero(level <= x)
@@ -211,13 +224,20 @@ def build_dln(n: int, x: int = 4, seed: int = 1, hosts: int = 1) -> Topology:
     keeps every degree at ``x`` after each pair of rounds.  So when ``n * (x - 2)`` is odd
     exactly one node, the one left over by the last round, has degree ``x - 1``.
 
+    Limits (:mod:`tablegen.limits`, checked first): ``n <= 16,384``, ``x <= 12`` (the
+    retries grow as ``e^{x/2}``), ``seed < 2**32``, ``hosts <= 64``, ``n * hosts <= 131,072``.
+
     Complexity: O((x - 2) * T * n log n) time, T the retries per round (expected ``O(e^{x/2})``),
     O(n * x) memory.
     """
     n = _check_int("n", n, 4, what=" (DLN switches)")
+    limits.at_most("dln", "n", n, limits.MAX_SWITCHES, f"4 <= n <= {limits.MAX_SWITCHES:,}")
     x = _check_int("x", x, 2, n - 1, what=f" (DLN degree, n={n})")
-    seed = _check_int("seed", seed, 0)
-    hosts = _check_int("hosts", hosts, 0)
+    limits.at_most("dln", "x", x, limits.DLN_MAX_DEGREE,
+                   f"a degree 2 <= x <= {limits.DLN_MAX_DEGREE} (random matchings are drawn "
+                   "by rejection; the tries grow as e^(x/2))")
+    seed = _check_int("seed", seed, 0, limits.SEED_BOUND - 1)
+    hosts = limits.check_hosts("dln", "hosts", _check_int("hosts", hosts, 0), n)
     rng = np.random.default_rng(seed)
 
     ring_a = np.arange(n)

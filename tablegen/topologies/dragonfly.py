@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tablegen import limits
 from tablegen.errors import TopologyError
 from tablegen.topology import Topology, TopologyBuilder
 
@@ -60,8 +61,16 @@ def build_dragonfly(p: int, a: int, h: int, g: int | None = None,
     """Build a Dragonfly with ``p`` hosts per router, ``a`` routers per group, ``h`` global
     links per router and ``g`` groups (default the maximum ``a*h + 1``).
 
+    Limits (:mod:`tablegen.limits`, checked before anything is built): network radix
+    ``a - 1 + h <= 64``, ``a * g <= 16,384`` routers, ``p <= 64`` and ``p * a * g <= 131,072``
+    hosts.
+
     Complexity: O(g a (a + h)).
     """
+    radix = f"a-1+h <= {limits.MAX_RADIX} network ports per router"
+    a = limits.at_most("dragonfly", "a", a, limits.MAX_RADIX, radix)
+    h = limits.at_most("dragonfly", "h", h, limits.MAX_RADIX + 1 - max(a, 1),
+                       f"{radix} (a={a})")
     for name, v, lo in (("p", p, 1), ("a", a, 1), ("h", h, 1)):
         if v < lo:
             raise TopologyError(f"dragonfly: {name}={v}; expected an integer >= {lo}")
@@ -69,6 +78,9 @@ def build_dragonfly(p: int, a: int, h: int, g: int | None = None,
     g = gmax if g is None else g
     if not 2 <= g <= gmax:
         raise TopologyError(f"dragonfly: g={g}; expected 2 <= g <= a*h+1 = {gmax}")
+    limits.check_switches("dragonfly", f"a={a}, g={g}", a * g, f"a*g <= "
+                          f"{limits.MAX_SWITCHES:,} routers (fewer groups g=, or smaller a, h)")
+    p = limits.check_hosts("dragonfly", "p", p, a * g)
     if arrangement not in ARRANGEMENTS:
         raise TopologyError(f"dragonfly: arrangement={arrangement!r}; expected one of "
                             f"{', '.join(ARRANGEMENTS)}")

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tablegen import limits
 from tablegen.errors import TopologyError
 from tablegen.topology import Topology, TopologyBuilder
 
@@ -231,10 +232,13 @@ def build_dsnf(n: int, hosts: int = 1, *, p: int | None = None) -> Topology:
     -----
     ``O(n)`` time and memory.  Theorem 1 (a) holds as: layer-0 degree <= 5, other layers
     <= 4; average degree exactly 4 when ``n`` is a multiple of ``N = p 2^p`` and ``p >= 3``
-    (``p <= 2`` rings are degenerate, partial layers hold nodes of degree 1..3).
+    (``p <= 2`` rings are degenerate, partial layers hold nodes of degree 1..3).  Limits
+    (:mod:`tablegen.limits`, checked first): ``n <= 16,384``, ``hosts <= 64``, ``n * hosts
+    <= 131,072``.
     """
-    n = operator.index(n)
-    h = _check_hosts(hosts)
+    n = limits.at_most("dsnf", "n", n, limits.MAX_SWITCHES,
+                       f"2 <= n <= {limits.MAX_SWITCHES:,} switches")
+    h = limits.check_hosts("dsnf", "hosts", _check_hosts(hosts), n)
     p = _resolve_p(n, p)
     return _assemble(p, _labels(n, p), h, {"n": n, "p": p})
 

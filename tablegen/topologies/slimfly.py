@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from tablegen import limits
 from tablegen.errors import TopologyError
 from tablegen.topologies.gf import GF
 from tablegen.topology import Topology, TopologyBuilder
@@ -70,9 +71,19 @@ def build_slimfly(q: int, p: int | None = None, xi: int | None = None) -> Topolo
         p: concentration; default ⌈k'/2⌉ with k' = (3q - δ)/2 (Yébenes Table II).
         xi: primitive element of GF(q); default :data:`PAPER_XI` or the smallest one.
 
+    Limits (:mod:`tablegen.limits`, checked before anything is built): q <= 41, at most 64
+    hosts per switch and 131,072 hosts in all.
+
     Complexity: O(q^2 k') time and memory (2 q^2 switches of network radix k').
     """
+    q = limits.at_most("slimfly", "q", q, limits.SLIMFLY_MAX_Q,
+                       f"an admissible prime power 3 <= q <= {limits.SLIMFLY_MAX_Q} (network "
+                       f"radix (3q - δ)/2 <= {limits.MAX_RADIX} ports)")
     delta = delta_of(q)
+    kprime = (3 * q - delta) // 2
+    if p is None:
+        p = math.ceil(kprime / 2)
+    p = limits.check_hosts("slimfly", "p", p, 2 * q * q)
     field = GF(q)
     prims = field.primitive_elements()
     if xi is None:
@@ -80,9 +91,6 @@ def build_slimfly(q: int, p: int | None = None, xi: int | None = None) -> Topolo
     elif xi not in prims:
         raise TopologyError(f"slimfly: xi={xi} is not a primitive element of GF({q}); "
                             f"expected one of {prims}")
-    kprime = (3 * q - delta) // 2
-    if p is None:
-        p = math.ceil(kprime / 2)
     if p < 0:
         raise TopologyError(f"slimfly: p={p}; expected a concentration >= 0")
     X, Xp = generator_sets(field, xi)

@@ -11,6 +11,12 @@ torus      x, y, hosts (1)                           ``torus:x=8,y=8``
 dsn        n, x (p-1), hosts (1)                     ``dsn:n=128``
 dln        n, x (4), seed (1), hosts (1)             ``dln:n=128,x=4,seed=7``
 ========== ======================================== ==========================================
+
+Every key is an integer except ``arrangement``; a key given twice is refused.  The sizes each
+key may reach are in :mod:`tablegen.limits` (e.g. ``slimfly`` q <= 41, ``dsnf`` n <= 16,384,
+at most 16,384 switches and 131,072 hosts of any kind); each builder checks them before it
+allocates anything, so :func:`build` either returns a topology within them or raises
+:class:`~tablegen.errors.TopologyError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ _KEYS = {
 
 
 def parse_spec(spec: str) -> tuple[str, dict]:
-    """Split a SPEC into its kind and parameters (integers where they look like integers)."""
+    """Split a SPEC into its kind and parameters (integers where they look like integers).
+    O(len(spec)); no size is checked here (the builders do, :mod:`tablegen.limits`)."""
     kind, _, rest = spec.partition(":")
     kind = kind.strip().lower()
     if kind not in _KEYS:
@@ -38,8 +45,12 @@ def parse_spec(spec: str) -> tuple[str, dict]:
     for item in filter(None, (s.strip() for s in rest.split(","))):
         key, eq, value = item.partition("=")
         if not eq or not value:
-            raise TopologyError(f"{kind}: {item!r} is not key=value")
+            raise TopologyError(f"{kind}: {item!r:.60} is not key=value; expected keys "
+                                f"{', '.join(sorted(set().union(*_KEYS[kind])))}")
         key = key.strip()
+        if key in params:  # the last one silently winning hid typos such as q=5,q=7
+            raise TopologyError(f"{kind}: {item!r:.60} repeats key {key!r:.20} (already "
+                                f"{params[key]!r:.20}); expected each key once")
         try:
             params[key] = int(value)
         except ValueError:
@@ -51,11 +62,12 @@ def parse_spec(spec: str) -> tuple[str, dict]:
         raise TopologyError(f"{kind}: missing {', '.join(sorted(missing))}; expected keys "
                             f"{', '.join(sorted(required | optional))}")
     if unknown:
-        raise TopologyError(f"{kind}: unknown key {', '.join(sorted(unknown))}; expected keys "
+        shown = (k if k.isidentifier() else repr(k) for k in sorted(unknown))  # one line
+        raise TopologyError(f"{kind}: unknown key {', '.join(shown)}; expected keys "
                             f"{', '.join(sorted(required | optional))}")
     for k, v in params.items():
         if k != "arrangement" and not isinstance(v, int):
-            raise TopologyError(f"{kind}: {k}={v!r} is not an integer")
+            raise TopologyError(f"{kind}: {k}={v!r:.40} is not an integer; expected {k}=N")
     return kind, params
 
 

@@ -1,0 +1,194 @@
+"""Output directories, crash-safe: every writer of a directory (``fabroute tables``,
+``fabroute ib export``, the demo, the emulation's table set) goes through :func:`replaced_dir`.
+
+The new directory is built beside the old one (``.NAME.tmp-PID``, same filesystem), every
+file and directory in it is fsync'ed, and then ONE atomic step puts it in place:
+``rename`` when ``NAME`` does not exist yet, ``renameat2(RENAME_EXCHANGE)`` when it does (the
+old tree then sits under the temporary name and is removed).  A reader, or a crash at any
+moment, sees the complete old directory or the complete new one, never a mix and never
+nothing.  (Where the filesystem cannot exchange — not ext4, xfs, btrfs or tmpfs — two
+renames are the fallback, and a crash between them leaves ``NAME`` missing with the old tree
+in ``.NAME.old-PID``.)
+
+One writer at a time: ``.NAME.lock`` is ``flock``'ed for the whole run; a second writer is
+refused (exit 2) with the holder's PID.  Leftovers of writers that died (a ``SIGKILL`` gives
+them no chance to clean up: ``.NAME.tmp-PID`` and ``.NAME.old-PID`` of a PID that is no
+longer alive) are removed when the next writer takes the lock.  A directory fabroute did
+not write is never replaced (:func:`check_out_dir`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import re
+import shutil
+from pathlib import Path
+
+from tablegen.errors import BadInput
+
+# What marks a directory as fabroute's own output, which a new run may replace: the manifest,
+# the index of a batch of routings, or (older sets, the demo's InfiniBand directory) a table
+# set's or an IB export's core files.
+OUTPUT_MARKERS = (("manifest.json",), ("routings.json",), ("topology.json", "tables.npz"),
+                  ("fabric.net", "guids.json"))
+NAME_MAX = 255
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def check_out_dir(out, what: str = "--out") -> Path:
+    """Refuse, before any work is done, an output path that :func:`replaced_dir` must not
+    replace: empty, ``.``, ``/``, the working directory or one it lies in, a path through
+    something other than a directory, a name too long for its temporary sibling, or an
+    existing directory that is neither empty nor fabroute's output (:data:`OUTPUT_MARKERS`)
+    — replacing removes the old tree."""
+    if str(out).strip() in ("", "."):
+        raise BadInput(f"{what} {str(out)!r}; expected a path to a new directory or to one "
+                       "fabroute wrote")
+    out = Path(out)
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise BadInput(f"{what} {out}: {p} is not a directory; expected a directory path")
+    real, cwd = out.resolve(), Path.cwd().resolve()
+    if real == real.parent or real == cwd or real in cwd.parents:
+        raise BadInput(f"{what} {out}: it is / or holds the working directory; expected a "
+                       "path to a new directory or to one fabroute wrote")
+    if len(f".{out.name}.lock-{2**22}".encode()) > NAME_MAX:
+        raise BadInput(f"{what} {out}: the name is too long (its temporary sibling would "
+                       f"exceed {NAME_MAX} bytes); expected a shorter name")
+    if out.is_dir() and any(out.iterdir()) and not _is_output(out, batch=True):
+        raise BadInput(f"{what} {out}: an existing directory fabroute did not write (no "
+                       "manifest.json); expected a new path or an earlier fabroute output "
+                       "(it would be replaced)")
+    return out
+
+
+def _is_output(d: Path, batch: bool = False) -> bool:
+    """``d`` holds a marker of fabroute's output, or (``batch``: a ``fabroute tables`` OUT of
+    several routings written before routings.json) only directories that do."""
+    if any(all((d / f).is_file() for f in marker) for marker in OUTPUT_MARKERS):
+        return True
+    kids = list(d.iterdir())
+    return batch and bool(kids) and all(k.is_dir() and not k.is_symlink() and _is_output(k)
+                                        for k in kids)
+
+
+def fsync_tree(d: Path) -> None:
+    """fsync every file and directory below ``d`` (directories after their entries)."""
+    for root, dirs, files in os.walk(d, topdown=False):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(root)
+
+
+def _fsync_dir(path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _lock(out: Path) -> int:
+    """``flock`` ``.NAME.lock`` beside ``out``; :class:`BadInput` naming the holder when
+    another writer has it.  Re-checks that the locked file is still the one at the path (a
+    writer that finished may have just removed it)."""
+    path = out.with_name(f".{out.name}.lock")
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise BadInput(f"--out {out}: another fabroute (PID {holder}) is writing it; "
+                           "expected one writer at a time") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return fd
+        os.close(fd)
+
+
+def _remove_stale(out: Path) -> None:
+    """Remove ``.NAME.tmp-PID`` / ``.NAME.old-PID`` beside ``out`` whose PID is dead."""
+    pat = re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(\d+)$")
+    for p in out.parent.iterdir():
+        m = pat.match(p.name)
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap ``a`` and ``b`` (``renameat2(RENAME_EXCHANGE)``); False where the
+    filesystem or kernel cannot."""
+    fn = getattr(_libc, "renameat2", None)
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+@contextlib.contextmanager
+def replaced_dir(out: Path, sync: bool = True):
+    """Yield an empty sibling temporary directory; when the block succeeds it replaces
+    ``out`` in one atomic step (see the module doc), when it raises (Ctrl-C included) it is
+    removed and ``out`` stays as it was.  ``sync=False`` skips the fsyncs (a scratch
+    directory nobody must find after a power loss)."""
+    out = check_out_dir(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out)
+    try:
+        _remove_stale(out)
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            yield tmp
+            if sync:
+                fsync_tree(tmp)
+            if out.exists():
+                if _exchange(tmp, out):     # tmp now holds the old tree
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+                    out.rename(old)
+                    tmp.rename(out)
+                    shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(out)
+            if sync:
+                _fsync_dir(out.parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(out.with_name(f".{out.name}.lock"))
+        os.close(lock)
