@@ -422,6 +422,11 @@ def test_verify_walks_the_unmodified_files(sf5_export, capsys):
     capsys.readouterr()
     code, out, err = _verify(capsys, sf5_export, "--json")
     assert code == 0, err
+    ib = json.loads(out)["ib"]          # by default: the layers proven on the arrays, since
+    assert ib["ok"] and "source" not in ib and ib["lmc"] == 2     # the files equal them
+    assert (ib["sls_used"], ib["vls_used"], ib["vl_max"]) == (2, 3, 2)
+    code, out, err = _verify(capsys, sf5_export, "--json", "--walk-ib-files")
+    assert code == 0, err
     ib = json.loads(out)["ib"]
     assert ib["ok"] and ib["source"] == "files" and ib["errors"] == []
     # every (HCA, other HCA, offset) and (HCA, switch) packet: 200 x (199 x 4 + 50)
@@ -431,7 +436,7 @@ def test_verify_walks_the_unmodified_files(sf5_export, capsys):
     assert [lay["max_hops"] for lay in ib["layers"]] == [2, 3, 3, 3]
     assert all(sum(lay["hist"].values()) == 200 * 199 for lay in ib["layers"])
     assert (ib["sls_used"], ib["vls_used"], ib["vl_max"]) == (2, 3, 2)
-    code, out, _ = _verify(capsys, sf5_export)
+    code, out, _ = _verify(capsys, sf5_export, "--walk-ib-files")
     assert code == 0 and "(HCA, LID) paths walked; LFTs equal the table set's layers" in out
 
 

@@ -180,6 +180,6 @@ def check_files(d: Path, derive, hashed: set[str], facts: dict) -> dict:
         if (digest, size) != (entry["sha256"], entry["bytes"]):
             errors.append(f"{path}: its SHA-256 or size differs from {MANIFEST}'s")
     return {"ok": not errors, "files": len(listed), "checked": checked,
-            "derived": len(derived), "errors": errors[:FIRST_ERRORS],
+            "derived": len(derived), "exports": man["exports"], "errors": errors[:FIRST_ERRORS],
             "error_count": len(errors)}
 
