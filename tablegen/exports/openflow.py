@@ -21,10 +21,12 @@ import numpy as np
 from numba import njit
 
 from tablegen.errors import NotExpressible
+from tablegen.routing.adaptive import blocks_of, share_blocks
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
-__all__ = ["CHOICE_BITS_MAX", "Flow", "Group", "Program", "T_ARRIVE",
+__all__ = ["CHOICE_BITS_MAX", "DECIDE_PRIORITY", "Flow", "Group", "Program", "SPLIT_BITS",
+           "T_ARRIVE",
            "T_CHOICE", "T_EGRESS", "T_FWD", "T_INGRESS", "choice_slots", "dpid",
            "host_macs", "mac_str", "ofctl_flow", "ofctl_group", "plan", "program",
            "switch_of_dpid", "udp_src_for"]
@@ -36,6 +38,8 @@ MAX_PCP_VCS = 8                   # 3-bit PCP
 MAX_VID = 4094                    # 4095 is reserved
 OFPVID_PRESENT = 0x1000
 CHOICE_BITS_MAX = 12              # source-choice slots are the low bits of the L4 source port
+SPLIT_BITS = 3                    # UGAL-L's decision blocks: shares in steps of 1/8 of the flows
+DECIDE_PRIORITY = 150             # table-0 decision entries: above the host ingress default
 ETH_IPV4, IPPROTO_TCP, IPPROTO_UDP = 0x0800, 6, 17
 # any VID: OpenFlow 1.3's prerequisite of a vlan_pcp match and (OVS) of setting VLAN fields
 TAGGED = ("vlan_vid", (OFPVID_PRESENT, OFPVID_PRESENT))
@@ -147,9 +151,7 @@ def choice_slots(weights: list[int]) -> tuple[int, list[int]]:
     at most :data:`CHOICE_BITS_MAX`.
     """
     k = len(weights)
-    bits = 0
-    while (1 << bits) < 4 * k and bits < CHOICE_BITS_MAX:
-        bits += 1
+    bits = choice_bits(k)
     slots = 1 << bits
     if slots < k:
         raise NotExpressible(f"{k} source-choice buckets exceed {slots} L4 port slots")
@@ -159,6 +161,15 @@ def choice_slots(weights: list[int]) -> tuple[int, list[int]]:
     rest = slots - int(count.sum())
     count[np.argsort(-(share - np.floor(share)), kind="stable")[:rest]] += 1
     return bits, np.repeat(np.arange(k), count).tolist()
+
+
+def choice_bits(buckets: int) -> int:
+    """Source-port bits the source choice of ``buckets`` buckets uses (see
+    :func:`choice_slots`)."""
+    bits = 0
+    while (1 << bits) < 4 * buckets and bits < CHOICE_BITS_MAX:
+        bits += 1
+    return bits
 
 
 def udp_src_for(prog: Program, target: int, base: int = 49152) -> int | None:
@@ -242,10 +253,38 @@ class Plan:
     phase_tables: list          # (vid, use, maj, exc_rows, exc_cols, exc_split, table, leave)
     vid_targets: list           # classes whose phase 0 heads for a switch or group (VID 1 + t)
     on_path: tuple | None
+    decide: dict | None = None  # UGAL-L's decision entries (:func:`decision_layout`)
 
 
-def plan(ts: TableSet) -> Plan:
-    """Check that ``ts`` fits the pipeline and precompute the per-table-set parts.
+def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int) -> dict | None:
+    """Where UGAL-L's table-0 decision entries split a destination's flows: ``split_bits``
+    bits of the L4 source port just above the bits the source choice uses (so which
+    intermediate a flow takes and whether it goes non-minimally are independent), per
+    destination switch — or per destination group when the non-minimal class heads for
+    groups (a Dragonfly: the minimal paths to a group leave on one port).  ``None`` for
+    routings without a choice between MIN and a Valiant class."""
+    if choice is None or len(ts.classes) != 2 or ts.classes[0].table0 is not None:
+        return None
+    topo = ts.topo
+    if choice.target0 == "group":
+        most = topo.n_groups - 1
+    elif choice.inter == "switch-3h":
+        most = int(topo.degree.max(initial=1))
+    else:
+        most = topo.n_switches - 1
+    shift = choice_bits(most)
+    if shift + split_bits > 16:
+        raise NotExpressible(f"{ts.routing} on {topo.name()}: the source choice uses {shift} "
+                             f"bits of the L4 source port; {split_bits} split bits above them "
+                             "exceed its 16")
+    return {"bits": split_bits, "shift": shift, "keys": "group" if choice.target0 == "group"
+            else "switch", "blocks": share_blocks(split_bits),
+            "min_pcp": ts.classes[0].vc_base, "nonmin_pcp": choice.vc_base}
+
+
+def plan(ts: TableSet, split_bits: int = SPLIT_BITS) -> Plan:
+    """Check that ``ts`` fits the pipeline and precompute the per-table-set parts
+    (``split_bits``: UGAL-L's decision granularity, :func:`decision_layout`).
     Complexity: O(N^2) plus VAL_nta's O(N^2 L) on-path triples."""
     topo = ts.topo
     n = topo.n_switches
@@ -287,7 +326,7 @@ def plan(ts: TableSet) -> Plan:
     on_path = ts.on_path_triples() if any(c.exit == "on_path" for c in to_target) else None
     return Plan(ts, V, ingress, choice, [0] + ([1] if to_dst else []),
                 mac_str(host_macs(topo)), mac_str(switch_macs(topo)), mac_str(gmac),
-                phase_tables, to_target, on_path)
+                phase_tables, to_target, on_path, decision_layout(ts, choice, split_bits))
 
 
 def buckets(p: Plan, u: int, c: PathClass) -> list[tuple[int, int]]:
@@ -317,9 +356,54 @@ def _vid(v: int) -> int:
     return OFPVID_PRESENT | v
 
 
-def program(p: Plan, u: int) -> Program:
-    """Flows and groups of switch ``u`` (see ``docs/openflow.md``).  Complexity: O(N + R V)
-    entries per switch (fewer with group aggregation), O(N) work for VAL_nta's on-path set."""
+def decision_keys(p: Plan, u: int) -> list[int]:
+    """The destination keys (switches, or groups) switch ``u`` has decision entries for:
+    every one but its own."""
+    topo = p.ts.topo
+    if p.decide["keys"] == "group":
+        return [k for k in range(topo.n_groups) if k != int(topo.group[u])]
+    return [k for k in range(topo.n_switches) if k != u]
+
+
+def decision_flow(p: Plan, k: int, block: int, proto: int, nonmin: bool) -> Flow:
+    """The table-0 entry of destination key ``k``, share block ``block`` and L4 protocol
+    ``proto``: untagged IPv4 from a host toward ``k`` whose source-port bits fall in the
+    block; MIN (VID 0, on to the phase tables) or the Valiant class (on to the source
+    choice) with that class's first VC.  The match never changes, only the actions: a
+    decision is a MODIFY between two verified classes."""
+    d = p.decide
+    value, mask = d["blocks"][block]
+    prefix, pmask = ((p.grp_prefix[k], GROUP_MASK) if d["keys"] == "group"
+                     else (p.sw_prefix[k], SWITCH_MASK))
+    field = "udp_src" if proto == IPPROTO_UDP else "tcp_src"
+    m = (("vlan_vid", 0), ("eth_type", ETH_IPV4), ("ip_proto", proto),
+         ("eth_dst", (prefix, pmask)), (field, (value << d["shift"], mask << d["shift"])))
+    if nonmin:
+        acts = (("push_vlan", 0x8100), ("set_field", "vlan_pcp", d["nonmin_pcp"]),
+                ("goto_table", T_CHOICE))
+    else:
+        acts = (("push_vlan", 0x8100), ("set_field", "vlan_pcp", d["min_pcp"]),
+                ("set_field", "vlan_vid", _vid(0)), ("goto_table", T_ARRIVE))
+    return Flow(T_INGRESS, DECIDE_PRIORITY, m, acts)
+
+
+def decision_flows(p: Plan, u: int, shares=None) -> list[Flow]:
+    """Every decision entry of switch ``u``; ``shares[k]``: slots of ``2**bits`` toward key
+    ``k`` that go non-minimal (default none: the program a switch starts with)."""
+    bits = p.decide["bits"]
+    out = []
+    for k in decision_keys(p, u):
+        nonmin = blocks_of(int(shares[k]) if shares is not None else 0, bits)
+        for proto in (IPPROTO_UDP, IPPROTO_TCP):
+            out += [decision_flow(p, k, b, proto, nm) for b, nm in enumerate(nonmin)]
+    return out
+
+
+def program(p: Plan, u: int, shares=None) -> Program:
+    """Flows and groups of switch ``u`` (see ``docs/openflow.md``); ``shares``: UGAL-L's
+    non-minimal shares per destination key (:func:`decision_flows`).  Complexity: O(N + R V)
+    entries per switch (fewer with group aggregation), O(N) work for VAL_nta's on-path set,
+    O(K bits) decision entries for K destination keys."""
     ts, topo = p.ts, p.ts.topo
     n = topo.n_switches
     hs = int(topo.hosts[u])
@@ -343,6 +427,8 @@ def program(p: Plan, u: int) -> Program:
         add(Flow(T_INGRESS, 100, (("in_port", e + 1),), tag + then))
     for j in net.tolist():
         add(Flow(T_INGRESS, 50, (("in_port", pn + j),), (("goto_table", T_ARRIVE),)))
+    if p.decide is not None:
+        flows += decision_flows(p, u, shares)
 
     # 1 source choice: the L4 source port's low bits pick the bucket (OVS's OpenFlow 1.3
     # SELECT groups hash every flow to one bucket); other traffic uses the SELECT group

@@ -87,6 +87,10 @@ class _OfText:
             self.f["to_group", leave] = add(m.to_group(a, b, leave, c), [D, T, D])
             self.f["to_switch", leave] = add(m.to_switch(a, b, leave, c), [D, T, D])
             self.f["to_target", leave] = add(m.to_target(a, leave, b), [D, D])
+        dec = p.decide
+        if dec is not None:
+            mask = of.GROUP_MASK if dec["keys"] == "group" else of.SWITCH_MASK
+            self.f["decide"] = add(m.decide(*row_fields(4), mask, dec["min_pcp"]), [D, T, X, X])
         self.rows.compile()
         # buffers of their own: their text is written with the flows'
         self.bucket_rows, self.choice_rows = RowFormats([]), RowFormats([])
@@ -103,7 +107,8 @@ class _OfText:
         r = topo.radix
         per_switch = (3 * int(topo.hosts.max(initial=0)) + r * (1 + 2 * p.V)
                       + n * (1 + len(p.phase_tables) + len(p.vid_targets))
-                      + (len(p.on_path[0]) // n if p.on_path else 0))
+                      + (len(p.on_path[0]) // n if p.on_path else 0)
+                      + (2 * n * (p.decide["bits"] + 1) if p.decide else 0))
         self.chunk = max(1, OF_CHUNK_ROWS // per_switch)
 
     def flows(self, u: int) -> Chunks:
@@ -140,7 +145,8 @@ class _OfText:
         starts and where its source-choice entries go, and those entries per switch (layout
         and VIDs); the groups' bytes and where each switch's part starts."""
         flows, choice, buckets = self._blocks(u0, u1)
-        text = {"flows": (*interleave(self.rows, flows, u0, u1, 3), choice)}
+        split = 3 if self.p.decide is None else 4      # the table-0 blocks before the choice
+        text = {"flows": (*interleave(self.rows, flows, u0, u1, split), choice)}
         if buckets:
             text["groups"] = interleave(self.bucket_rows, buckets, u0, u1)
         return text
@@ -194,6 +200,8 @@ class _OfText:
         put(hsw, f["to_host"], h, hport)
         put(hsw, f["tag"], hport)
         put(ns, f["from_switch"], pn[ns] + nj)
+        if p.decide is not None:
+            put(*self._decisions(sws))
         # 1 source choice
         bk = {}
         for c in {id(c): c for c in [p.choice, *p.vid_targets] if c is not None}.values():
@@ -254,6 +262,22 @@ class _OfText:
         back = np.tile(np.arange(K), len(ns) * V) == 1
         put(s, np.where(back, f["egress_back"], f["egress"]), port, v, nv)
         return blocks, choice, buckets
+
+    def _decisions(self, sws: np.ndarray) -> tuple:
+        """UGAL-L's decision rows of switches ``sws`` in :func:`~tablegen.exports.openflow.
+        decision_flows` order (key, then UDP and TCP, then share block), all minimal."""
+        d, topo = self.p.decide, self.p.ts.topo
+        group = d["keys"] == "group"
+        own = topo.group.astype(np.int64)[sws] if group else sws
+        K = topo.n_groups if group else topo.n_switches
+        s, k = np.nonzero(np.arange(K)[None, :] != own[:, None])
+        value, mask = (np.array(x, dtype=np.int64) << d["shift"] for x in zip(*d["blocks"]))
+        per = 2 * len(d["blocks"])
+        rows = len(s) * per
+        return (np.repeat(sws[s], per), self.f["decide"],
+                np.tile(np.repeat([of.IPPROTO_UDP, of.IPPROTO_TCP], len(d["blocks"])), len(s)),
+                np.repeat((self.grp_str if group else self.sw_str) + k, per),
+                np.resize(value, rows), np.resize(mask, rows))
 
     def _choice(self, bks) -> tuple:
         """Per switch (buckets ``bks``): its source-choice slot layout (the key of
