@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tablegen.errors import BadInput
+from tablegen.limits import hysteresis_option, link_mbit_option, poll_option, split_bits_option
 
 
 def add_parsers(sub) -> None:
@@ -20,6 +21,9 @@ def add_parsers(sub) -> None:
                     "datapath ids its certificate carries)")
     sp.add_argument("--insecure-tcp", action="store_true", help="allow plain TCP on a "
                     "non-loopback address (switches unauthenticated)")
+    adaptive_args(sp)
+    sp.add_argument("--decisions", metavar="FILE", help="UGAL-L: append every decision "
+                    "round as one JSON line (time, mean non-minimal share, per destination)")
     sp.set_defaults(func=cmd_controller)
 
     sp = sub.add_parser("pki", help="certificates for OpenFlow over TLS: a CA and the "
@@ -30,6 +34,30 @@ def add_parsers(sub) -> None:
     sp.add_argument("--name", default="switches", help="file name of the switch certificate "
                     "(NAME.pem, NAME.key)")
     sp.set_defaults(func=cmd_pki)
+
+
+def adaptive_args(sp) -> None:
+    """Options of UGAL-L's adaptive decisions (``controller``, ``emulate``)."""
+    g = sp.add_argument_group("adaptive UGAL-L (tables of --routing ugal-l)")
+    g.add_argument("--static", action="store_true", help="UGAL-L: keep every flow minimal "
+                   "(no decisions from statistics)")
+    g.add_argument("--poll", type=poll_option, default=1.0, metavar="SECONDS",
+                   help="statistics poll and decision period (default 1.0)")
+    g.add_argument("--link-mbit", type=link_mbit_option, metavar="MBIT",
+                   help="capacity of every network port the estimator measures against "
+                        "(default: each port's speed as the switch reports it)")
+    g.add_argument("--split-bits", type=split_bits_option, default=3, metavar="BITS",
+                   help="shares move in steps of 1/2^BITS of a destination's flows (default 3)")
+    g.add_argument("--hysteresis", type=hysteresis_option, default=0.25,
+                   help="dead band as a share of the queueing costs (default 0.25)")
+
+
+def adaptive_of(args) -> dict | None:
+    """The launcher's ``adaptive`` argument from :func:`adaptive_args`' options."""
+    if args.static:
+        return None
+    return {"poll": args.poll, "link_bps": args.link_mbit * 1e6 if args.link_mbit else None,
+            "split_bits": args.split_bits, "hysteresis": args.hysteresis}
 
 
 def cmd_controller(args) -> int:
@@ -50,7 +78,8 @@ def cmd_controller(args) -> int:
                        "--insecure-tcp")
     ts = proven_tables(Path(args.dir))
     run(ts, args.listen, Path(args.status) if args.status else None,
-        Path(args.log) if args.log else None, tls)
+        Path(args.log) if args.log else None, tls, adaptive_of(args),
+        Path(args.decisions) if args.decisions else None)
     return 0
 
 

@@ -124,8 +124,31 @@ def int_option(lo: int, hi: int, what: str):
     return parse
 
 
+def float_option(lo: float, hi: float, what: str):
+    """An argparse ``type=``: the option's text as a finite number ``lo <= value <= hi``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r:.40} is not a number; expected {what} {lo:g} <= X <= {hi:g}") from None
+        if not lo <= value <= hi:          # NaN fails both comparisons
+            raise argparse.ArgumentTypeError(
+                f"{text:.40} is out of range; expected {what} {lo:g} <= X <= {hi:g}")
+        return value
+
+    parse.__name__ = what
+    return parse
+
+
 #: argparse types of the options several commands share.
 vcs_option = int_option(1, MAX_VCS, "VC count")
 seed_option = int_option(0, SEED_BOUND - 1, "seed")
 jobs_option = int_option(1, MAX_JOBS, "worker count")
 lmc_option = int_option(0, MAX_LMC, "LMC")
+#: the adaptive controller and the emulation's traffic (docs/openflow.md, docs/emulation.md)
+poll_option = float_option(0.05, 60.0, "poll interval in seconds")
+link_mbit_option = float_option(0.01, 100_000.0, "link capacity in Mbit/s")
+split_bits_option = int_option(1, 6, "split width in bits")
+hysteresis_option = float_option(0.0, 10.0, "hysteresis")

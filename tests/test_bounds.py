@@ -99,6 +99,14 @@ BAD_INPUT = [
      "argument --workers/-j: 0 is below"),
     (["sweep", "slimfly:q=5", "--routing", "min", "--loads", "0.1", "--seed", "4294967296"],
      "argument --seed/-s: 4294967296 is above the largest supported seed 4294967295"),
+    # the adaptive controller (issue 14)
+    (["controller", "{in}", "--poll", "0"], "argument --poll: 0 is out of range; expected "
+     "poll interval in seconds 0.05 <= X <= 60"),
+    (["controller", "{in}", "--poll", "nan"], "argument --poll: nan is out of range"),
+    (["controller", "{in}", "--link-mbit", "-3"], "argument --link-mbit: -3 is out of range"),
+    (["controller", "{in}", "--split-bits", "9"],
+     "argument --split-bits: 9 is above the largest supported split width in bits 6"),
+    (["controller", "{in}", "--hysteresis", "x"], "argument --hysteresis: 'x' is not a number"),
 ]
 
 

@@ -295,3 +295,64 @@ def test_controller_process_stderr_lands_in_its_log(ten_vc_tables, tmp_path):
     finally:
         ctl.stop()
     assert "10 VCs" in ctl.log_path.read_text()
+
+
+def port_stats(topo, u, sent, dropped=None):
+    """An ``OFPPortStats`` list of switch ``u`` with ``sent[j]`` bytes (``dropped[j]``
+    packets) on network port index ``j``, packets of 1,000 bytes."""
+    dropped = np.zeros(topo.radix) if dropped is None else dropped
+    hs = int(topo.hosts[u])
+    return [SimpleNamespace(port_no=hs + 1 + j, tx_bytes=int(sent[j]),
+                            tx_packets=int(sent[j]) // 1000, tx_dropped=int(dropped[j]))
+            for j in range(topo.radix) if topo.adj[u, j] >= 0]
+
+
+def test_decisions_from_port_statistics_are_modifies_that_become_the_program():
+    from tablegen.routing.adaptive import AdaptiveParams
+
+    ts = ts_of("dragonfly:p=2,a=4,h=2", "ugal-l")
+    topo = ts.topo
+    fab = Fabric(ts)
+    fab.adapt(AdaptiveParams(), poll=1.0, link_bps=8e6)          # 1 MB/s per port
+    dec = fab.decisions
+    u, key = 0, 5
+    j = int(dec.ugal.j_min[u, key])
+    before = fab.program(u)
+    for t, scale in ((0.0, 0), (1.0, 1)):
+        for s in range(topo.n_switches):
+            sent = np.full(topo.radix, 100_000.0) * scale
+            drops = np.zeros(topo.radix)
+            if s == u:
+                sent[j], drops[j] = 1_000_000 * scale, 500 * scale     # 1.5x offered
+            dec.stats(s, t, port_stats(topo, s, sent, drops))
+    changes, stale = dec.decide(1.0)
+    assert not stale and set(changes) == {u}, "only the overloaded source moves"
+    flows = changes[u]
+    # every destination group whose minimal paths leave on the overloaded port
+    keys = [k for k in range(topo.n_groups) if dec.ugal.valid[u, k] and dec.ugal.j_min[u, k] == j]
+    assert key in keys
+    assert {dict(f.match)["eth_dst"][0] for f in flows} == {fab.plan_.grp_prefix[k] for k in keys}
+    assert all(f.actions[-1] == ("goto_table", T_CHOICE) for f in flows)
+    assert dec.ugal.share[u, key] > 0
+    msgs = fab.decided(u, flows)
+    for m, f in zip(msgs, flows):
+        assert m.command == ofp.OFPFC_MODIFY_STRICT and m.table_id == T_INGRESS
+        assert m.match.to_jsondict() == msg.match(f).to_jsondict()
+        m.datapath = ENCODER
+        m.serialize()
+    # the decision is the program now: a switch holding it is verified, the old one not
+    after = fab.program(u)
+    assert [f for f in after.flows if f not in before.flows] == sorted(
+        flows, key=after.flows.index)
+    t0 = [f for f in after.flows if f.table == T_INGRESS]
+    assert fab.compare(u, stats_of(t0, fab.cookie), [], table=T_INGRESS).empty
+    old = fab.compare(u, stats_of([f for f in before.flows if f.table == T_INGRESS],
+                                  fab.cookie), [], table=T_INGRESS)
+    assert sorted(map(str, old.missing_flows)) == sorted(map(str, flows))
+    assert fab.status()["adaptive"]["decision_flow_mods"] == len(flows)
+    # the source stops answering: after max_age polls its estimates expire -> MIN again
+    for s in range(1, topo.n_switches):
+        dec.stats(s, 5.0, port_stats(topo, s, np.full(topo.radix, 500_000.0)))
+    changes, stale = dec.decide(5.0)
+    assert stale == [u] and dec.ugal.share[u].max() == 0
+    assert all(f.actions[-1] == ("goto_table", 2) for f in changes[u])

@@ -5,12 +5,20 @@ switch features â†’ read the switch's flow and group tables; complete replies â†
 then either *verified* or repair + barrier + read again; errors and disconnects are logged.
 After every change the fabric's status is written (atomically) to ``FabrouteApp.status_path``
 when set, which is how ``fabroute emulate`` learns that every switch holds its tables.
+
+Adaptive UGAL-L (``fabric.decisions`` set): every ``poll`` seconds a decision round runs on
+the statistics gathered since the last one, the changed decision entries go to each
+verified switch as MODIFYs plus a barrier, and its table 0 is read back and compared (a
+difference starts the usual repair); then every verified switch is asked for its port and
+queue statistics.  A switch with an outstanding read gets its next MODIFYs after it.  Each
+round is appended as one JSON line to ``FabrouteApp.decisions_path`` when set.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from os_ken.base import app_manager
@@ -21,23 +29,35 @@ from os_ken.controller.handler import (
     MAIN_DISPATCHER,
     set_ev_cls,
 )
+from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
 from controller.openflow.fabric import Fabric
 from controller.openflow.messages import error_names
 from controller.tls import dpid_ranges
+from tablegen.exports.openflow import T_INGRESS, dpid
 
 
 class FabrouteApp(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     fabric: Fabric | None = None          # set by the launcher before the app starts
     status_path: Path | None = None
+    decisions_path: Path | None = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # by dpid, for the switch's current connection only (Fabric.current)
         self._reads: dict[int, dict] = {}     # {"flows": [...], "groups": [...], "pending"}
         self._ports: dict[int, list] = {}
+        self._stats: dict[int, dict] = {}     # statistics replies being gathered
+        self._deciding: set[int] = set()      # MODIFYs sent, barrier or read-back pending
+        self._later: dict[int, dict] = {}     # decision entries waiting for a busy switch
+        self._queues: dict[int, list] = {}    # the latest queue statistics of each switch
+        self._log = None
+        if self.fabric is not None and self.fabric.decisions is not None:
+            if self.decisions_path:
+                self._log = open(self.decisions_path, "a", buffering=1)
+            hub.spawn(self._poll_loop)
 
     # -- events --------------------------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -64,15 +84,17 @@ class FabrouteApp(app_manager.OSKenApp):
         st = self.fabric.current(dp.id, dp)
         if st is None or dp.id not in self._ports:
             return
-        self._ports[dp.id] += [p.port_no for p in ev.msg.body]
+        self._ports[dp.id] += ev.msg.body
         if ev.msg.flags & dp.ofproto.OFPMPF_REPLY_MORE:
             return
         ports = self._ports.pop(dp.id)
-        why = self.fabric.check_ports(st.switch, ports)
+        why = self.fabric.check_ports(st.switch, [p.port_no for p in ports])
         if why is not None:
             self.fabric.refuse(dp.id)
             self._refuse(dp, f"refused datapath {dp.id:016x}: {why}")
             return
+        if self.fabric.decisions is not None:
+            self.fabric.decisions.port_speeds(st.switch, ports)
         self.logger.info("switch %d ports match; reading its tables", st.switch)
         self._read(dp)
 
@@ -94,7 +116,7 @@ class FabrouteApp(app_manager.OSKenApp):
     def _barrier(self, ev):
         dp = ev.msg.datapath
         if self.fabric.current(dp.id, dp) is not None:
-            self._read(dp)
+            self._read(dp, T_INGRESS if dp.id in self._deciding else None)
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _error(self, ev):
@@ -122,6 +144,10 @@ class FabrouteApp(app_manager.OSKenApp):
         self.logger.warning("switch %d (dpid %016x) disconnected", st.switch, dp.id)
         self._reads.pop(dp.id, None)
         self._ports.pop(dp.id, None)
+        self._stats.pop(dp.id, None)
+        self._queues.pop(dp.id, None)
+        self._deciding.discard(dp.id)
+        self._later.pop(dp.id, None)
         self._write_status()
 
     def _certificate_dpids(self, dp):
@@ -130,12 +156,16 @@ class FabrouteApp(app_manager.OSKenApp):
         return None if getpeercert is None else dpid_ranges(getpeercert())
 
     # -- read / compare / repair ---------------------------------------------------------------
-    def _read(self, dp):
+    def _read(self, dp, table: int | None = None):
+        """Read the flow and group tables (``table``: only that flow table, after
+        decisions)."""
         p, o = dp.ofproto_parser, dp.ofproto
-        self._reads[dp.id] = {"flows": [], "groups": [], "pending": {"flows", "groups"}}
-        dp.send_msg(p.OFPFlowStatsRequest(dp, 0, o.OFPTT_ALL, o.OFPP_ANY, o.OFPG_ANY, 0, 0,
-                                          p.OFPMatch()))
-        dp.send_msg(p.OFPGroupDescStatsRequest(dp, 0))
+        self._reads[dp.id] = {"flows": [], "groups": [], "table": table,
+                              "pending": {"flows"} if table is not None else {"flows", "groups"}}
+        dp.send_msg(p.OFPFlowStatsRequest(dp, 0, o.OFPTT_ALL if table is None else table,
+                                          o.OFPP_ANY, o.OFPG_ANY, 0, 0, p.OFPMatch()))
+        if table is None:
+            dp.send_msg(p.OFPGroupDescStatsRequest(dp, 0))
 
     def _collect(self, m, kind: str):
         r = self._reads.get(m.datapath.id)
@@ -146,12 +176,24 @@ class FabrouteApp(app_manager.OSKenApp):
             r["pending"].discard(kind)
         if not r["pending"]:
             del self._reads[m.datapath.id]
-            self._judge(m.datapath, r["flows"], r["groups"])
+            self._judge(m.datapath, r["flows"], r["groups"], r["table"])
 
-    def _judge(self, dp, flows, groups):
+    def _judge(self, dp, flows, groups, table=None):
         fab = self.fabric
         st = fab.switches[dp.id]
-        diff = fab.compare(st.switch, flows, groups)
+        diff = fab.compare(st.switch, flows, groups, table)
+        if table is not None:                         # the read-back of a decision round
+            self._deciding.discard(dp.id)
+            if diff.empty:
+                fab.rounds_verified += 1
+                self._send_later(dp)
+                return
+            fab.rounds_differing += 1
+            self.logger.warning("switch %d: table %d differs after decisions: %s; reading "
+                                "everything", st.switch, table, diff.summary())
+            self._later.pop(dp.id, None)              # the repair installs every decision
+            self._read(dp)
+            return
         verdict = fab.verdict(dp.id, diff)
         if verdict == "verified":
             self.logger.info("switch %d verified: %d flows, %d groups; sent %d flow-mods, "
@@ -169,6 +211,87 @@ class FabrouteApp(app_manager.OSKenApp):
                 dp.send_msg(msg)
             dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
         self._write_status()
+
+    # -- adaptive UGAL-L ------------------------------------------------------------------------
+    def _poll_loop(self):
+        dec = self.fabric.decisions
+        while True:
+            hub.sleep(dec.poll)
+            try:
+                self._round()
+            except Exception:        # a round must never end the loop; logged (rate-limited)
+                self.logger.exception("decision round failed")
+
+    def _round(self):
+        fab = self.fabric
+        changes, newly = fab.decisions.decide(time.monotonic())
+        for u in newly:
+            self.logger.warning("switch %d answered no statistics for %.1f s: its decisions "
+                                "fall back to MIN", u, fab.decisions.p.max_age * fab.decisions.poll)
+        for u, flows in changes.items():
+            msgs = fab.decided(u, flows)
+            d = dpid(u)
+            st = fab.switches.get(d)
+            if st is None or st.state != "verified":
+                continue                  # its repair or next read installs the decisions
+            later = self._later.setdefault(d, {})
+            for f, m in zip(flows, msgs):
+                later[(f.match, f.priority)] = m
+            if d not in self._deciding and d not in self._reads:
+                self._send_later(st.conn)
+        if self._log is not None:
+            self._log.write(json.dumps(fab.decisions.history[-1]) + "\n")
+        for dp_id, st in list(fab.switches.items()):
+            if st.state == "verified" and dp_id not in self._stats:
+                self._ask_stats(st.conn)
+        self._write_status()
+
+    def _send_later(self, dp):
+        """Send the decision MODIFYs waiting for ``dp``, then a barrier (its reply starts the
+        table-0 read-back)."""
+        later = self._later.pop(dp.id, None)
+        if not later:
+            return
+        for m in later.values():
+            m.datapath = dp
+            dp.send_msg(m)
+        self._deciding.add(dp.id)
+        dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+
+    def _ask_stats(self, dp):
+        """Port statistics (the estimator's input) and queue statistics (the drops of tc
+        classes where a port has a QoS row; their latest reply goes with the next port
+        statistics)."""
+        p, o = dp.ofproto_parser, dp.ofproto
+        self._stats[dp.id] = {"ports": [], "queues": [], "pending": {"ports", "queues"}}
+        dp.send_msg(p.OFPPortStatsRequest(dp, 0, o.OFPP_ANY))
+        dp.send_msg(p.OFPQueueStatsRequest(dp, 0, o.OFPP_ANY, o.OFPQ_ALL))
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def _port_stats(self, ev):
+        self._gather(ev.msg, "ports")
+
+    @set_ev_cls(ofp_event.EventOFPQueueStatsReply, MAIN_DISPATCHER)
+    def _queue_stats(self, ev):
+        self._gather(ev.msg, "queues")
+
+    def _gather(self, m, kind: str):
+        dp = m.datapath
+        r = self._stats.get(dp.id)
+        st = self.fabric.current(dp.id, dp)
+        if r is None or st is None or kind not in r["pending"]:
+            return
+        r[kind] += m.body
+        if m.flags & dp.ofproto.OFPMPF_REPLY_MORE:
+            return
+        r["pending"].discard(kind)
+        if kind == "queues":
+            self._queues[dp.id] = r["queues"]
+        else:
+            self.fabric.decisions.stats(st.switch, time.monotonic(), r["ports"],
+                                        self._queues.get(dp.id, ()))
+        if not r["pending"]:
+            del self._stats[dp.id]
 
     def _write_status(self):
         if self.status_path is None:

@@ -17,7 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from controller.openflow import messages as msg
-from tablegen.exports.openflow import Program, plan, program, switch_of_dpid
+from tablegen.exports.openflow import SPLIT_BITS, Program, plan, program, switch_of_dpid
 from tablegen.tables import TableSet
 
 __all__ = ["Diff", "Fabric", "MAX_REPAIRS", "generation_cookie"]
@@ -72,16 +72,19 @@ class SwitchState:
 class Fabric:
     """Decisions for one table set.  ``program`` records are computed once per switch."""
 
-    def __init__(self, ts: TableSet):
+    def __init__(self, ts: TableSet, split_bits: int = SPLIT_BITS):
         self.ts = ts
         self.topo = ts.topo
         self.cookie = generation_cookie(ts)
-        self._plan = plan(ts)
+        self.plan_ = plan(ts, split_bits)
+        self.decisions = None      # controller.openflow.adaptive.Decisions (UGAL-L, adaptive)
         self._programs: dict[int, Program] = {}
         self._intended: dict[int, tuple[dict, dict]] = {}
         self.switches: dict[int, SwitchState] = {}      # by dpid
         self.refused: list[str] = []     # the newest MAX_REFUSED distinct refusal reasons
         self.refusals = 0                # every refusal, however often repeated
+        self.rounds_verified = 0         # decision read-backs equal to the program
+        self.rounds_differing = 0        # ... that differed (the switch is then repaired)
 
     # -- identity ------------------------------------------------------------------------------
     def switch_of(self, dpid: int) -> int | None:
@@ -90,9 +93,32 @@ class Fabric:
         return switch_of_dpid(self.topo, dpid)
 
     def program(self, switch: int) -> Program:
+        """The switch's program, with the current decisions of an adaptive UGAL-L."""
         if switch not in self._programs:
-            self._programs[switch] = program(self._plan, switch)
+            shares = self.decisions.shares(switch) if self.decisions is not None else None
+            self._programs[switch] = program(self.plan_, switch, shares)
         return self._programs[switch]
+
+    def adapt(self, params, poll: float, link_bps: float | None = None) -> None:
+        """Make UGAL-L's decisions adaptive (:class:`controller.openflow.adaptive.Decisions`);
+        ``ValueError`` for a table set without a choice between MIN and a Valiant class."""
+        from controller.openflow.adaptive import Decisions
+
+        if self.plan_.decide is None:
+            raise ValueError(f"{self.ts.routing}: adaptive decisions need UGAL-L tables")
+        self.decisions = Decisions(self, params, poll, link_bps)
+
+    def decided(self, switch: int, flows: list) -> list:
+        """Decision entries of ``switch`` changed to ``flows``: they become part of what the
+        switch must hold (a decision is the program, not drift), and the MODIFY messages
+        that make it so (match and priority kept, actions replaced; cookie unchanged)."""
+        self._programs.pop(switch, None)
+        cached = self._intended.get(switch)
+        for f in flows:
+            k, v = msg.canon_flow(f, self.cookie)
+            if cached is not None:
+                cached[0][k] = (v, f)
+        return [msg.modify_flow(f) for f in flows]
 
     def intended(self, switch: int) -> tuple[dict, dict]:
         """Canonical ``{key: (cookie, instructions)}`` flows and ``{group id: desc}`` groups."""
@@ -178,10 +204,13 @@ class Fabric:
             del self.switches[dpid]
         return st
 
-    def compare(self, switch: int, flow_stats, group_stats) -> Diff:
+    def compare(self, switch: int, flow_stats, group_stats, table: int | None = None) -> Diff:
         """Diff between what the switch reports (``OFPFlowStats`` / ``OFPGroupDescStats``
-        lists) and its program."""
+        lists) and its program; ``table``: only that flow table was read (no groups)."""
         flows, groups = self.intended(switch)
+        if table is not None:
+            flows = {k: v for k, v in flows.items() if k[0] == table}
+            groups = {}
         d = Diff()
         seen = set()
         for st in flow_stats:
@@ -245,4 +274,7 @@ class Fabric:
                 "connected": len(states), "verified": states.count("verified"),
                 "failed": states.count("failed"), "refused": self.refused,
                 "refusals": self.refusals,
+                "adaptive": None if self.decisions is None else dict(
+                    self.decisions.status(), rounds_verified=self.rounds_verified,
+                    rounds_differing=self.rounds_differing),
                 "per_switch": per}

@@ -36,17 +36,26 @@ ECHO_UNANSWERED = 3
 LOG_BURST, LOG_KIND_BURST, LOG_PERIOD = 5, 50, 60.0
 
 
-def fabric_of(table_set):
+def fabric_of(table_set, adaptive: dict | None = None):
     """The controller's :class:`~controller.openflow.fabric.Fabric` of ``table_set``; tables the
-    pipeline cannot express (more than 8 VCs, VIDs or MACs out of plan) are bad input:
-    :class:`~tablegen.errors.BadInput` with OpenFlow's one-line reason."""
+    pipeline cannot express (more than 8 VCs, VIDs or MACs out of plan, split bits beyond the
+    L4 source port) are bad input: :class:`~tablegen.errors.BadInput` with OpenFlow's one-line
+    reason.  ``adaptive`` (``poll``, ``link_bps``, ``split_bits``, ``hysteresis``): UGAL-L
+    tables get adaptive decisions; other routings have none to make."""
 
     from controller.openflow.fabric import Fabric
+    from tablegen.exports.openflow import SPLIT_BITS
+    from tablegen.routing.adaptive import AdaptiveParams
 
     try:
-        return Fabric(table_set)
+        fabric = Fabric(table_set, (adaptive or {}).get("split_bits", SPLIT_BITS))
     except NotExpressible as e:
         raise BadInput(f"controller: {e}") from None
+    if adaptive is not None and fabric.plan_.decide is not None:
+        params = AdaptiveParams(split_bits=adaptive["split_bits"],
+                                hysteresis=adaptive["hysteresis"])
+        fabric.adapt(params, adaptive["poll"], adaptive["link_bps"])
+    return fabric
 
 
 def is_loopback(host: str) -> bool:
@@ -121,12 +130,14 @@ class RateLimit(logging.Filter):
 
 
 def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
-        log_file: Path | None = None, tls=None) -> None:
+        log_file: Path | None = None, tls=None, adaptive: dict | None = None,
+        decisions: Path | None = None) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
     SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
-    :class:`controller.tls.Pki`) is given.  Never returns.  Refuses (:func:`fabric_of`,
-    :func:`bind`) before anything listens."""
-    fabric = fabric_of(table_set)
+    :class:`controller.tls.Pki`) is given; UGAL-L with adaptive decisions (``adaptive``, see
+    :func:`fabric_of`), each round appended to ``decisions`` (JSON lines).  Never returns.
+    Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
+    fabric = fabric_of(table_set, adaptive)
     host, _, port = listen.rpartition(":")
     server = bind(host, int(port))
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
@@ -159,6 +170,7 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     hub.listen = lambda *_a, **_k: green         # os-ken's StreamServer takes our socket
     FabrouteApp.fabric = fabric
     FabrouteApp.status_path = status
+    FabrouteApp.decisions_path = decisions
 
     def stop(signum, _frame):
         logging.getLogger("fabroute").info("signal %d: exiting", signum)
@@ -170,6 +182,10 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     log = logging.getLogger("fabroute")
     log.info("serving %s %s on %s (cookie 0x%016x)", table_set.routing,
              table_set.topo.name(), listen, fabric.cookie)
+    if fabric.decisions is not None:
+        d = fabric.decisions
+        log.info("adaptive UGAL-L: statistics every %.2f s, shares in steps of 1/%d per "
+                 "destination %s", d.poll, 1 << d.p.split_bits, d.ugal.keys)
     if tls is None:
         log.warning("plain TCP, no TLS: switches are not authenticated%s (--tls DIR for "
                     "OpenFlow over TLS)", "; loopback only" if is_loopback(host) else "")

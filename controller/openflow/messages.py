@@ -16,7 +16,8 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tablegen.exports.openflow import Flow, Group
 
 __all__ = ["actions", "canon_flow", "canon_group", "canon_stats_flow", "canon_stats_group",
-           "delete_flow", "error_names", "flow_mod", "group_mod", "instructions", "match"]
+           "delete_flow", "error_names", "flow_mod", "group_mod", "instructions", "match",
+           "modify_flow"]
 
 ALL_META = 0xFFFFFFFFFFFFFFFF
 
@@ -69,6 +70,13 @@ def flow_mod(f: Flow, cookie: int, datapath=None) -> parser.OFPFlowMod:
     return parser.OFPFlowMod(datapath, cookie=cookie, table_id=f.table,
                              command=ofp.OFPFC_ADD, priority=f.priority, match=match(f),
                              instructions=instructions(f))
+
+
+def modify_flow(f: Flow, datapath=None) -> parser.OFPFlowMod:
+    """Replace the instructions of exactly one flow (strict: same table, priority and
+    match); its cookie and counters stay."""
+    return parser.OFPFlowMod(datapath, table_id=f.table, command=ofp.OFPFC_MODIFY_STRICT,
+                             priority=f.priority, match=match(f), instructions=instructions(f))
 
 
 def delete_flow(table: int, priority: int, m: parser.OFPMatch,

@@ -1,0 +1,125 @@
+"""UGAL-L decisions from live OpenFlow statistics, as a plain class: counters in, the flows to
+modify out.
+
+:class:`Decisions` owns the two objects the simulator's ``ugal-sdn`` shares
+(``tablegen/routing/adaptive.py``): a :class:`~tablegen.routing.adaptive.PortEstimator` fed
+with every switch's port statistics (and the tc class drops its queue statistics carry where
+a port has a QoS row), and an :class:`~tablegen.routing.adaptive.AdaptiveUgal` that turns the
+estimates into non-minimal shares per (source switch, destination).  A round
+(:meth:`Decisions.decide`) returns, per switch, the table-0 decision entries whose actions
+change (:func:`tablegen.exports.openflow.decision_flow`): each one moves a block of flows
+between MIN and the Valiant class, both installed and verified; the match never changes.
+The os-ken app (``app.py``) polls, sends the MODIFYs and a barrier, and reads table 0 back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tablegen.exports.openflow import IPPROTO_TCP, IPPROTO_UDP, decision_flow, decision_keys
+from tablegen.routing.adaptive import AdaptiveParams, AdaptiveUgal, PortEstimator, blocks_of
+
+__all__ = ["Decisions", "HISTORY"]
+
+HISTORY = 3600          # rounds of decision history kept in memory (the file keeps all)
+
+
+class Decisions:
+    """Adaptive UGAL-L for one fabric (``fabric``: :class:`controller.openflow.fabric.Fabric`
+    whose plan has decision entries).  ``link_bps``: the capacity the estimator measures
+    every network port against; ``None``: each port's ``curr_speed`` from its port
+    description (:meth:`port_speeds`)."""
+
+    def __init__(self, fabric, params: AdaptiveParams, poll: float,
+                 link_bps: float | None = None, packet_bytes: float = 1000.0):
+        self.fabric, self.p, self.poll = fabric, params, float(poll)
+        ts = fabric.ts
+        self.topo = topo = ts.topo
+        self.ugal = AdaptiveUgal(ts, params)
+        exists = topo.adj >= 0
+        self.capacity = np.where(exists, (link_bps or 0.0) / 8.0, 0.0)
+        self.est = PortEstimator(self.capacity, params, poll, packet_bytes)
+        self.rounds = 0
+        self.flow_mods = 0
+        self.stale: set[int] = set()
+        self.history: list[dict] = []
+        self._t0: float | None = None
+
+    # -- statistics in -------------------------------------------------------------------------
+    def _index(self, switch: int, port_no: int) -> int | None:
+        j = int(port_no) - int(self.topo.hosts[switch]) - 1
+        return j if 0 <= j < self.topo.radix and self.topo.adj[switch, j] >= 0 else None
+
+    def port_speeds(self, switch: int, ports) -> None:
+        """Port descriptions (``OFPPort``: ``port_no``, ``curr_speed`` in kbit/s) of a switch
+        that connected: the capacity of each network port unless ``link_bps`` fixed it."""
+        for port in ports:
+            j = self._index(switch, port.port_no)
+            if j is not None and self.capacity[switch, j] <= 0 and port.curr_speed:
+                self.capacity[switch, j] = port.curr_speed * 1000.0 / 8.0
+
+    def stats(self, switch: int, t: float, ports, queues=()) -> None:
+        """One switch's ``OFPPortStats`` (and ``OFPQueueStats``) at time ``t``: the
+        estimator's input.  A queue's ``tx_errors`` are the packets its tc class dropped;
+        they count as drops of its port, like the port's own ``tx_dropped``."""
+        if self._t0 is None:
+            self._t0 = t
+        R = self.topo.radix
+        sent, packets, dropped = np.zeros(R), np.zeros(R), np.zeros(R)
+        for st in ports:
+            j = self._index(switch, st.port_no)
+            if j is not None:
+                sent[j], packets[j], dropped[j] = st.tx_bytes, st.tx_packets, st.tx_dropped
+        for st in queues:
+            j = self._index(switch, st.port_no)
+            if j is not None:
+                dropped[j] += st.tx_errors
+        self.est.update(switch, t, sent, packets, dropped)
+
+    # -- decisions out -------------------------------------------------------------------------
+    def decide(self, t: float) -> tuple[dict[int, list], list[int]]:
+        """One round at time ``t``: the decision entries to modify per switch (in their new
+        form) and the switches whose estimates just expired (their sources now take MIN)."""
+        q = self.est.occupancy(t)
+        stale = {int(u) for u in np.flatnonzero(np.isnan(q).all(axis=1))
+                 if np.isfinite(self.est.last[u])}
+        newly = sorted(stale - self.stale)
+        self.stale = stale
+        before = self.ugal.share.copy()
+        changed = self.ugal.decide(q)
+        plan = self.fabric.plan_
+        bits = self.p.split_bits
+        out: dict[int, list] = {}
+        for u, k in changed.tolist():
+            old, new = blocks_of(int(before[u, k]), bits), blocks_of(int(self.ugal.share[u, k]),
+                                                                    bits)
+            for b in (b for b in range(bits + 1) if old[b] != new[b]):
+                for proto in (IPPROTO_UDP, IPPROTO_TCP):
+                    out.setdefault(u, []).append(decision_flow(plan, k, b, proto, new[b]))
+        self.rounds += 1
+        self.flow_mods += sum(map(len, out.values()))
+        self.history.append(self.record(t, len(changed)))
+        del self.history[:-HISTORY]
+        return out, newly
+
+    def shares(self, switch: int) -> np.ndarray:
+        """The current shares of ``switch`` per destination key (its program's decisions)."""
+        return self.ugal.share[switch]
+
+    def record(self, t: float, changed: int) -> dict:
+        """One round for the decision log: time since the first statistics, how many
+        (source, destination) shares moved, the mean non-minimal share, and per destination
+        key its mean share over the sources."""
+        f = self.ugal.fraction()
+        valid = self.ugal.valid
+        return {"round": self.rounds, "t": round(t - (self._t0 or t), 3), "changed": changed,
+                "share": round(float(f[valid].mean()), 4),
+                "by_destination": [round(float(x), 4) for x in self.ugal.by_destination()],
+                "stale": sorted(self.stale)}
+
+    def status(self) -> dict:
+        last = self.history[-1] if self.history else None
+        return {"keys": self.ugal.keys, "poll": self.poll, "split_bits": self.p.split_bits,
+                "rounds": self.rounds, "decision_flow_mods": self.flow_mods,
+                "share": last["share"] if last else 0.0, "stale": sorted(self.stale),
+                "keys_per_switch": len(decision_keys(self.fabric.plan_, 0))}
