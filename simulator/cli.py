@@ -4,6 +4,9 @@
     fabroute sweep SPEC --routing R [R ...] --traffic T --loads 0.1,0.2,... [--config FILE]
                    [--seed S] [--workers W] [--out PATH]
     fabroute sweep --experiment simulator/experiments/dragonfly-fig8a.toml [--out PATH]
+
+An experiment file with ``vary = "KEY"`` and ``values = [...]`` (and ``references``) sweeps
+that SimConfig key at fixed loads instead (:mod:`simulator.vary`).
 """
 
 from __future__ import annotations
@@ -167,13 +170,37 @@ def _experiment_names(args, exp: dict) -> tuple:
         raise ValueError(f"routings={routings!r:.40}; expected a list of routing names")
     if not isinstance(traffic, str):
         raise ValueError(f"traffic={traffic!r:.40}; expected a traffic pattern name")
+    for r in routings or []:
+        if r.partition("@")[0] not in ROUTINGS:
+            raise ValueError(f"routing {r!r:.40} is unknown; expected one of "
+                             f"{', '.join(ROUTINGS)} (or ROUTING@SPEC)")
     return spec, routings, traffic
+
+
+def _vary(exp: dict, cfg: SimConfig) -> tuple | None:
+    """An experiment's ``vary`` (a SimConfig key), ``values`` (each one checked as that key)
+    and ``references`` (routing names), or None when it varies nothing."""
+    if "vary" not in exp and "values" not in exp:
+        return None
+    key, values, refs = exp.get("vary"), exp.get("values"), exp.get("references", [])
+    if not isinstance(key, str) or key not in cfg.to_dict():
+        raise ValueError(f"vary={key!r:.40}; expected a SimConfig key")
+    if not isinstance(values, list) or not 1 <= len(values) <= MAX_POINTS:
+        raise ValueError(f"values={values!r:.40}; expected a list of 1..{MAX_POINTS:,} "
+                         f"values of {key}")
+    for v in values:
+        cfg.replace(**{key: v})
+    if not (isinstance(refs, list) and all(isinstance(r, str) and r in ROUTINGS
+                                           for r in refs)):
+        raise ValueError(f"references={refs!r:.60}; expected a list of routing names")
+    return key, values, refs
 
 
 def cmd_sweep(args) -> int:
 
     from simulator.sweep import sweep
     from simulator.traffic import parse
+    from simulator.vary import sweep_values
 
     exp: dict = {}
     cfg = None
@@ -193,18 +220,26 @@ def cmd_sweep(args) -> int:
         workers = args.workers or exp.get("workers")
         if workers is not None:
             _int_in("workers", workers, 1, MAX_JOBS)
+        vary = _vary(exp, cfg)
     except (ValueError, KeyError, OSError) as e:
         raise BadInput(f"sweep: {e}") from None
     if not (spec and routings and loads):
         raise BadInput("sweep: needs SPEC, --routing and --loads (or --experiment FILE)")
-    if len(routings) * len(loads) > MAX_POINTS:
-        raise BadInput(f"sweep: {len(routings)} routings × {len(loads)} loads = "
-                       f"{len(routings) * len(loads):,} load points, above the largest "
+    runs = len(routings) * len(vary[1]) + len(vary[2]) if vary else len(routings)
+    if runs * len(loads) > MAX_POINTS:
+        raise BadInput(f"sweep: {runs} routings (× values) × {len(loads)} loads = "
+                       f"{runs * len(loads):,} load points, above the largest "
                        f"supported {MAX_POINTS:,}; expected fewer loads or routings")
     out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
-    res = sweep(spec, routings, traffic, loads, cfg, seed=seed, workers=workers, out=out,
-                title=exp.get("figure"), progress=not args.quiet, vcs=args.vcs)
+    common = dict(seed=seed, workers=workers, out=out, title=exp.get("figure"),
+                  progress=not args.quiet, vcs=args.vcs)
+    if vary:
+        res = sweep_values(spec, routings, traffic, loads, vary[0], vary[1], vary[2], cfg,
+                           **common)
+    else:
+        res = sweep(spec, routings, traffic, loads, cfg, **common)
     summary = [{"routing": p["routing_name"], "offered": p["offered"],
+                **({vary[0]: p["vary_value"]} if vary else {}),
                 "accepted": round(p["accepted"], 4),
                 "latency_avg": p["latency_avg"] and round(p["latency_avg"], 2),
                 "saturated": p["saturated"]} for p in res["points"]]

@@ -3,8 +3,8 @@
 Load from a TOML or JSON file with :meth:`SimConfig.load`; unknown keys are an error.  An
 experiment file (``simulator/experiments/*.toml``) may also carry the keys of
 :data:`EXPERIMENT_KEYS` (topology, routings, traffic, loads, seed, output path ``out``
-without suffix, ``workers``), which
-:func:`load_experiment` separates from the simulation parameters.
+without suffix, ``workers``; ``vary``, ``values``, ``references``: :mod:`simulator.vary`),
+which :func:`load_experiment` separates from the simulation parameters.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 EXPERIMENT_KEYS = ("name", "figure", "spec", "routings", "traffic", "loads", "seed", "note",
-                   "out", "workers")
+                   "out", "workers", "vary", "values", "references")
 
 #: Cycles at most in one window of a run (a warm-up period, the measurement window, the
 #: deadlock watch): 10^7 cycles is already hours of wall time on the fabrics simulated here
@@ -48,10 +48,21 @@ INT_RANGES = {
     "drain_max_cycles": (0, 4 * MAX_CYCLES),
     "deadlock_cycles": (1, MAX_CYCLES),
     "latency_hist_max": (1, 1 << 22),
+    # ugal-sdn (simulator/sdn.py): a poll runs the controller's estimator and decision in
+    # Python (≈ 7 ms on the 1,056-node Dragonfly), so polls are at least 10 cycles apart
+    "poll_cycles": (10, MAX_CYCLES),
+    "decision_delay_cycles": (0, MAX_CYCLES),
+    "split_bits": (1, 6),               # tablegen.routing.adaptive.PARAM_RANGES
+    "sdn_buffer": (1, 1_000_000),       # PARAM_RANGES["buffer"], in packets
 }
-NULLABLE = {"ugal_threshold"}   # None: buffer_depth // 2
-#: ``(smallest, largest)`` of the keys that are numbers (an integer is accepted too).
-FLOAT_RANGES = {"warmup_tol": (0.0, 10.0), "saturation_ratio": (0.0, 1.0)}
+#: None: buffer_depth // 2; poll_cycles // 2; (V * buffer_depth + output queue) / packet_size
+NULLABLE = {"ugal_threshold", "decision_delay_cycles", "sdn_buffer"}
+#: ``(smallest, largest)`` of the keys that are numbers (an integer is accepted too); the
+#: ``sdn_*`` ranges are :data:`tablegen.routing.adaptive.PARAM_RANGES` (tested equal; not
+#: imported: that module loads Numba, and this one is read at every command's start)
+FLOAT_RANGES = {"warmup_tol": (0.0, 10.0), "saturation_ratio": (0.0, 1.0),
+                "sdn_alpha": (0.01, 1.0), "sdn_hysteresis": (0.0, 10.0),
+                "sdn_floor": (0.0, 1e6), "sdn_gain": (0.01, 10.0)}
 MAX_FILE_BYTES = 1 << 20        #: a config or experiment file (the committed ones: < 2 KiB)
 
 
@@ -77,10 +88,21 @@ class SimConfig:
     allocator: str = "rr"             #: ``rr``: separable input-first round-robin; ``islip``
     islip_iterations: int = 1         #: iSLIP iterations per allocation round
     # routing decisions (UGAL); classes, tables and VCs come from the TableSet
-    ugal: str = "local"               #: ``local`` (UGAL-L) or ``global`` (UGAL-G)
+    ugal: str = "local"               #: ``local`` (UGAL-L), ``global`` (UGAL-G), ``sdn``
     ugal_rule: str = "auto"           #: ``kim``, ``yebenes``, ``vch``; auto: kim on Dragonfly
     ugal_threshold: int | None = None  #: Yébenes' T in flits (None: buffer_depth // 2)
     ugal_g_reading: str = "backlog-hops"  #: ``backlog-hops``, ``backlog``, ``credits-hops``
+    # ugal-sdn: the adaptive controller's loop (simulator/sdn.py); the sdn_* knobs are
+    # tablegen.routing.adaptive.AdaptiveParams' (defaults equal, tested)
+    poll_cycles: int = 1000           #: cycles between two reads of the port counters
+    decision_delay_cycles: int | None = None  #: poll to shares in effect (None: poll // 2)
+    split_bits: int = 3               #: shares move in steps of 1 / 2**split_bits
+    sdn_counters: str = "tx-wait"     #: ``tx-wait`` (sent + PortXmitWait) or ``tx`` (sent)
+    sdn_alpha: float = 0.5            #: EWMA weight of the newest poll's offered load
+    sdn_buffer: int | None = None     #: packets a port holds, M/M/1/B's B (None: see sdn.py)
+    sdn_hysteresis: float = 0.25      #: dead band, a share of the costs' queueing part
+    sdn_floor: float = 0.5            #: absolute margin (packets x hops) before moving up
+    sdn_gain: float = 0.5             #: step: gain x relative cost difference x 2**split_bits
     # method
     warmup_cycles: int = 1000         #: length of one warm-up period
     warmup_max_periods: int = 5       #: warm-up periods at most before measuring anyway
@@ -92,7 +114,7 @@ class SimConfig:
     latency_hist_max: int = 65536     #: latency histogram bins (percentiles)
 
     CHOICES = {"flow_control": ("vct", "wormhole"), "allocator": ("rr", "islip"),
-               "ugal": ("local", "global"),
+               "ugal": ("local", "global", "sdn"), "sdn_counters": ("tx-wait", "tx"),
                "ugal_rule": ("auto", "kim", "yebenes", "vch"),
                "ugal_g_reading": ("backlog-hops", "backlog", "credits-hops")}
 
@@ -140,6 +162,11 @@ class SimConfig:
     @property
     def drain_limit(self) -> int:
         return self.drain_max_cycles or 4 * self.measure_cycles + 2000
+
+    @property
+    def decision_delay(self) -> int:
+        d = self.decision_delay_cycles
+        return self.poll_cycles // 2 if d is None else d
 
     @property
     def threshold(self) -> int:
@@ -210,7 +237,8 @@ def load_experiment(path) -> tuple[dict, SimConfig]:
 
 
 # simulator routing name -> (tablegen routing, UGAL-L non-minimal class, the config keys the
-# name fixes: UGAL knowledge, Kim's UGAL-L_VC_H rule, UGAL-G's reading)
+# name fixes: UGAL knowledge, Kim's UGAL-L_VC_H rule, UGAL-G's reading; ugal-sdn: UGAL-L's
+# tables, decided per (source, destination key) by the adaptive controller's loop)
 ROUTINGS = {
     "min": ("min", None, {}),
     "val": ("val", None, {}),
@@ -226,5 +254,9 @@ ROUTINGS = {
     "ugal-g-bh": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "backlog-hops"}),
     "ugal-g-b": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "backlog"}),
     "ugal-g-c": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "credits-hops"}),
+    "ugal-sdn": ("ugal-l", None, {"ugal": "sdn"}),
+    "ugal-sdn-ori": ("ugal-l", "val", {"ugal": "sdn"}),
+    "ugal-sdn-nta": ("ugal-l", "val-nta", {"ugal": "sdn"}),
+    "ugal-sdn-3h": ("ugal-l", "val-3h", {"ugal": "sdn"}),
     "dsnf": ("dsnf", None, {}),
 }

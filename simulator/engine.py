@@ -48,8 +48,9 @@ EXIT_NONE, EXIT_REACH, EXIT_ON_PATH, EXIT_FIRST_HOP, EXIT_PORT = 0, 1, 2, 3, 4
 INTER_NONE, INTER_SWITCH, INTER_3H, INTER_GROUP = 0, 1, 2, 3
 DELIVER, NO_ROUTE = -1, -2
 
-# routing modes and rules
-MODE_FIXED, MODE_UGAL_L, MODE_UGAL_G = 0, 1, 2
+# routing modes and rules (MODE_SDN: the class drawn with the share a controller decided,
+# simulator/sdn.py)
+MODE_FIXED, MODE_UGAL_L, MODE_UGAL_G, MODE_SDN = 0, 1, 2, 3
 RULE_KIM, RULE_YEBENES, RULE_VCH = 0, 1, 2
 GREAD_BACKLOG_HOPS, GREAD_BACKLOG, GREAD_CREDITS_HOPS = 0, 1, 2
 
@@ -59,7 +60,7 @@ ST_OK, ST_DEADLOCK, ST_NO_ROUTE, ST_POOL = 0, 1, 2, 3
 # indices into the integer parameter vector ``prm``
 (P_ROUTER_DELAY, P_CHAN_LAT, P_TERM_LAT, P_CREDIT_LAT, P_SIZE, P_DEPTH, P_INJ_CAP, P_OQ_FLITS,
  P_SPEEDUP, P_MODE, P_RULE, P_THRESHOLD, P_GREAD, P_DEADLOCK, P_SQ_CAP, P_NGROUPS,
- P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_FC, P_NPRM) = range(23)
+ P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_FC, P_SDN_SLOTS, P_NPRM) = range(24)
 
 # switch allocators
 ALLOC_RR, ALLOC_ISLIP = 0, 1
@@ -328,11 +329,13 @@ def _path_reading(src, dst, c, inter, pk_args, R, V, NP, depth, credits, oq_flit
 def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is_global,
            host_off, R, V, NP, credits, oq_flits, backlog,
            pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, q_rt,
-           tmp_sw, tmp_po, tmp_vc):
+           tmp_sw, tmp_po, tmp_vc, sdn_share, sdn_key):
     """Route computation for a packet that reached the head of input VC ``q`` of ``u``; at
     the source (class still undecided) first the source decision (class, intermediate).  The
     route (out port, out VC) is kept per input VC (``q_rt``): under wormhole the packet's
-    head may be routed at the next switch while its tail still waits here."""
+    head may be routed at the next switch while its tail still waits here.  ``ugal-sdn``
+    (:data:`MODE_SDN`): non-minimal with probability ``sdn_share[u, sdn_key[dst]] /
+    prm[P_SDN_SLOTS]``, the share a controller decided for (source, destination key)."""
     (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
      vc_inc, num_vcs) = pk_args
     n = adj.shape[0]
@@ -346,7 +349,9 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
             inter = sample_inter(u, dst, cls_inter[cn], n, n_groups, group, adj,
                                  T[cls_t0[cn]], bad3h)
             depth = prm[P_DEPTH]
-            if mode == MODE_UGAL_L:
+            if mode == MODE_SDN:
+                take_min = np.random.randint(prm[P_SDN_SLOTS]) >= sdn_share[u, sdn_key[dst]]
+            elif mode == MODE_UGAL_L:
                 hm = walk_c(u, dst, 0, -1, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
                             onpath_t, group, adj, exit_port, vc_inc, num_vcs, tmp_sw, tmp_po,
                             tmp_vc)
@@ -447,9 +452,14 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                out_busy, out_xbar, out_rr, acc_rr, backlog, ce_time, ce_idx, ce_amt,
                sq, sq_head, sq_cnt, inj_busy, sw_cnt, link_flits, lat_hist,
                q_rt, oq_fl, oq_vc, in_arr, in_sent, ovc_own, fe_time, fe_idx,
-               ie_time, ie_idx, inj_pk, inj_fl, inj_cred):
+               ie_time, ie_idx, inj_pk, inj_fl, inj_cred, sdn_share, sdn_key, link_wait):
     """Run cycles ``t .. t_end - 1`` (or, with ``drain``, until every labelled packet has
     left).  Returns ``(status, t)``; the state arrays are updated in place.
+
+    Port counters: ``link_flits[u * R + j]`` flits sent on network port ``j`` of ``u`` (all
+    cycles); under ``ugal-sdn`` also ``link_wait``, the cycles the port sent nothing while a
+    ready packet for it waited for credits or its output VC (InfiniBand's PortXmitWait: the
+    backpressure a lossless fabric shows instead of drops).
 
     Wormhole state (unused under VCT): ``in_arr[q, k]`` flits of entry ``k`` of input VC ``q``
     arrived, ``in_sent[q]`` flits of its head entry switched, ``ovc_own`` the packet holding
@@ -490,6 +500,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     req_list = np.empty((NP, NP), np.int64)
     req_n = np.zeros(NP, np.int64)
     grant = np.empty(NP, np.int64)
+    sdn = prm[P_MODE] == MODE_SDN
+    blocked = np.full(NP, -1, np.int64)   # ugal-sdn: t * N + u when an output lacked credits
     tmp_sw = np.empty(4 * N + 5, np.int64)
     tmp_po = np.empty(4 * N + 4, np.int64)
     tmp_vc = np.empty(4 * N + 4, np.int64)
@@ -567,7 +579,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     if not _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
                                   bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
                                   backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
-                                  pk_cls, q_rt, tmp_sw, tmp_po, tmp_vc):
+                                  pk_cls, q_rt, tmp_sw, tmp_po, tmp_vc, sdn_share, sdn_key):
                         st[S_ERR_U] = u
                         st[S_ERR_PK] = pk
                         return ST_NO_ROUTE, t
@@ -621,10 +633,12 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         oi = u * NP + o
                         if out_xbar[oi] > slot or oq_flits[oi] + occ > oqcap:
                             continue
-                        if o < R and credits[(u * R + o) * V + q_rt[q, 1]] < occ:
+                        if o < R and credits[(u * R + o) * V + q_rt[q, 1]] < occ or \
+                                wh and in_sent[q] == 0 and ovc_own[oi * V + q_rt[q, 1]] >= 0:
+                            # no credits, or (wormhole) a head flit waits for its output VC
+                            if sdn:
+                                blocked[o] = t * N + u
                             continue
-                        if wh and in_sent[q] == 0 and ovc_own[oi * V + q_rt[q, 1]] >= 0:
-                            continue   # a head flit waits for its output VC to be free
                         anyreq = True
                         if islip:   # every output the input has a ready head for
                             if req_vc[i, o] < 0:
@@ -734,7 +748,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                                       bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
                                       backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
                                       pk_cls, q_rt, tmp_sw, tmp_po,
-                                      tmp_vc):
+                                      tmp_vc, sdn_share, sdn_key):
                             st[S_ERR_U] = u
                             st[S_ERR_PK] = nxt
                             return ST_NO_ROUTE, t
@@ -742,6 +756,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
             for o in range(R + nh):
                 oi = u * NP + o
                 if oq_cnt[oi] == 0 or out_busy[oi] > t:
+                    if sdn and o < R and out_busy[oi] <= t and blocked[o] == t * N + u:
+                        link_wait[u * R + o] += 1   # idle (queue empty) while blocked
                     continue
                 pk = oq[oi, oq_head[oi]]
                 ovc = oq_vc[oi, oq_head[oi]]
@@ -757,8 +773,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     q = (w * NP + peer[u, o]) * V + ovc
                     sw_cnt[w] += 1
                     st[S_FLIT_HOPS] += occ
-                    if measuring:
-                        link_flits[u * R + o] += occ
+                    link_flits[u * R + o] += occ
                     if fl == 0:   # a head: a new entry of the downstream input VC
                         k = (in_head[q] + in_cnt[q]) % icap
                         in_q[q, k] = pk
@@ -771,7 +786,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                                           n_groups, bad3h, is_global, host_off, R, V, NP,
                                           credits, oq_flits, backlog, pk_dst, pk_dhost,
                                           pk_phase, pk_inter, pk_vc, pk_cls,
-                                          q_rt, tmp_sw, tmp_po, tmp_vc):
+                                          q_rt, tmp_sw, tmp_po, tmp_vc, sdn_share, sdn_key):
                                 st[S_ERR_U] = w
                                 st[S_ERR_PK] = pk
                                 return ST_NO_ROUTE, t

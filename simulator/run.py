@@ -87,7 +87,10 @@ class _State:
         self.sq_cnt = np.zeros(H, np.int64)
         self.inj_busy = np.zeros(H, np.int64)
         self.sw_cnt = np.zeros(N, np.int64)
-        self.link_flits = np.zeros(N * R, np.int64)
+        self.link_flits = np.zeros(N * R, np.int64)    # flits sent per network port
+        self.link_wait = np.zeros(N * R, np.int64)     # ugal-sdn: cycles blocked (sdn.py)
+        self.sdn_share = np.zeros((1, 1), np.int64)    # ugal-sdn: set by sdn.SdnLoop
+        self.sdn_key = np.zeros(1, np.int64)
         self.lat_hist = np.zeros(cfg.latency_hist_max, np.int64)
         # the route of each input VC's head entry; flit index and VC of output queue entries
         self.q_rt = np.zeros((n_in, 2), np.int64)
@@ -128,7 +131,8 @@ class _State:
             s.oq_cnt, s.oq_flits, s.out_busy, s.out_xbar, s.out_rr, s.acc_rr, s.backlog, s.ce_time,
             s.ce_idx, s.ce_amt, s.sq, s.sq_head, s.sq_cnt, s.inj_busy, s.sw_cnt, s.link_flits,
             s.lat_hist, s.q_rt, s.oq_fl, s.oq_vc, s.in_arr, s.in_sent, s.ovc_own,
-            s.fe_time, s.fe_idx, s.ie_time, s.ie_idx, s.inj_pk, s.inj_fl, s.inj_cred)
+            s.fe_time, s.fe_idx, s.ie_time, s.ie_idx, s.inj_pk, s.inj_fl, s.inj_cred,
+            s.sdn_share, s.sdn_key, s.link_wait)
 
 
 def _params(ts, cfg: SimConfig) -> np.ndarray:
@@ -146,7 +150,8 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
     if len(ts.classes) == 1:
         prm[E.P_MODE] = E.MODE_FIXED
     else:
-        prm[E.P_MODE] = E.MODE_UGAL_G if cfg.ugal == "global" else E.MODE_UGAL_L
+        prm[E.P_MODE] = {"local": E.MODE_UGAL_L, "global": E.MODE_UGAL_G,
+                         "sdn": E.MODE_SDN}[cfg.ugal]
     rule = cfg.ugal_rule
     if rule == "auto":
         rule = ts.params.get("ugal_rule") or ("kim" if topo.kind == "dragonfly" else "yebenes")
@@ -171,6 +176,8 @@ def routing_label(ts, cfg: SimConfig) -> str:
         return ts.classes[0].name
     if cfg.ugal == "global":
         return f"ugal-g({cfg.ugal_g_reading},{ts.classes[1].name})"
+    if cfg.ugal == "sdn":
+        return f"ugal-sdn({ts.classes[1].name})"
     return f"ugal-l({ts.classes[1].name})"
 
 
@@ -185,7 +192,8 @@ def simulate(ts, config: SimConfig | None = None, traffic: str = "uniform",
     ``network_latency_avg`` (from injection), ``latency_min_avg`` / ``latency_nonmin_avg``,
     ``hops_avg``, ``nonmin_share``, ``channel_util`` ({avg, max, by kind}), ``saturated``,
     ``drained``, ``deadlock`` (with the VC scheme), ``status``, ``cycles``, ``router_cycles``,
-    ``flit_hops`` and the inputs (``config``, ``routing``, ``topology`` ...).
+    ``flit_hops`` and the inputs (``config``, ``routing``, ``topology`` ...); ``ugal-sdn``
+    adds ``sdn`` (:meth:`simulator.sdn.SdnLoop.result`: the mean decided share per poll).
     """
     cfg = config or SimConfig()
     if not 0 < load <= 1:
@@ -195,6 +203,12 @@ def simulate(ts, config: SimConfig | None = None, traffic: str = "uniform",
     prm = _params(ts, cfg)
     lo, hi = pattern(topo, traffic, seed)
     st = _State(ts, cfg, pk, prm)
+    loop = None
+    if prm[E.P_MODE] == E.MODE_SDN:
+        from simulator.sdn import SdnLoop
+
+        loop = SdnLoop(ts, cfg, st)
+    run = loop.run if loop else st.run
     E.seed_rng(int(seed))
     prate = float(load) / cfg.packet_size
     status, t = E.ST_OK, 0
@@ -203,7 +217,7 @@ def simulate(ts, config: SimConfig | None = None, traffic: str = "uniform",
     periods = 0
     while periods < cfg.warmup_max_periods:
         d0, l0 = st.st[E.S_ALL_DEL], st.st[E.S_ALL_LAT]
-        status, t = st.run(t, t + cfg.warmup_cycles, False, prate, lo, hi)
+        status, t = run(t, t + cfg.warmup_cycles, False, prate, lo, hi)
         periods += 1
         if status != E.ST_OK:
             break
@@ -215,10 +229,13 @@ def simulate(ts, config: SimConfig | None = None, traffic: str = "uniform",
     warm = t
     # -- measurement window, then drain ----------------------------------------------------------
     drain = cfg.drain_limit
+    win_flits = np.zeros_like(st.link_flits)
     if status == E.ST_OK:
         prm[E.P_MEAS_START], prm[E.P_MEAS_END] = t, t + cfg.measure_cycles
         q0 = int(st.sq_cnt.sum())
-        status, t = st.run(t, t + cfg.measure_cycles, False, prate, lo, hi)
+        f0 = st.link_flits.copy()
+        status, t = run(t, t + cfg.measure_cycles, False, prate, lo, hi)
+        win_flits = st.link_flits - f0
         grew = int(st.sq_cnt.sum()) - q0
         gen = st.st[E.S_WIN_GEN_FLITS]
         if gen and st.st[E.S_WIN_EJ_FLITS] < 0.9 * gen and grew > 0.05 * st.st[E.S_LAB_GEN]:
@@ -226,11 +243,14 @@ def simulate(ts, config: SimConfig | None = None, traffic: str = "uniform",
             # labelled packets would not drain; do not spend the whole drain limit on them
             drain = min(drain, cfg.measure_cycles)
     if status == E.ST_OK:
-        status, t = st.run(t, t + drain, True, prate, lo, hi)
-    return _result(ts, cfg, traffic, load, seed, st, status, t, warm, periods)
+        status, t = run(t, t + drain, True, prate, lo, hi)
+    r = _result(ts, cfg, traffic, load, seed, st, status, t, warm, periods, win_flits)
+    if loop:
+        r["sdn"] = loop.result()
+    return r
 
 
-def _result(ts, cfg, traffic, load, seed, st, status, t, warm, periods) -> dict:
+def _result(ts, cfg, traffic, load, seed, st, status, t, warm, periods, win_flits) -> dict:
     topo = ts.topo
     s = st.st
     H = topo.n_hosts
@@ -253,7 +273,7 @@ def _result(ts, cfg, traffic, load, seed, st, status, t, warm, periods) -> dict:
     R = topo.radix
     adj = topo.adj.ravel()
     used = adj >= 0
-    util = st.link_flits / M
+    util = win_flits / M
     kinds = topo.link_kind.ravel()
     by_kind = {topo.kind_names[k]: float(util[kinds == k].mean())
                for k in range(len(topo.kind_names)) if (kinds == k).any()}

@@ -49,17 +49,7 @@ def sweep(spec: str, routings: list[str], traffic: str, loads: list[float],
     the best fixed split)."""
     cfg = (config or SimConfig()).to_dict()
     jobs = [(spec, r, cfg, traffic, float(x), seed, vcs) for r in routings for x in loads]
-    workers = workers or min(len(jobs), os.cpu_count() or 1)
-    points = []
-    if workers <= 1:
-        it = (_point(*j) for j in jobs)
-        points = _progress(it, len(jobs), progress)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            futs = [ex.submit(_point, *j) for j in jobs]
-            points = _progress((f.result() for f in as_completed(futs)), len(jobs), progress)
-    order = {(r, float(x)): k for k, (_, r, _, _, x, _, _) in enumerate(jobs)}
-    points.sort(key=lambda p: order[(p["routing_name"], p["load"])])
+    points = run_points(jobs, workers, progress)
     res = {"spec": spec, "traffic": traffic, "seed": seed, "routings": list(routings),
            "loads": [float(x) for x in loads], "config": cfg, "points": points}
     res["summary"] = summarize(res, bounds=bounds)
@@ -71,6 +61,19 @@ def sweep(spec: str, routings: list[str], traffic: str, loads: list[float],
         out.with_suffix(".json").write_text(json.dumps(res, indent=1))
         plot(res, out.with_suffix(".png"), title=title)
     return res
+
+
+def run_points(jobs: list[tuple], workers: int | None, progress: bool) -> list[dict]:
+    """The results of :func:`_point` for every job (its arguments), in the jobs' order, on
+    ``workers`` processes (default: one per CPU, at most one per job)."""
+    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    if workers <= 1:
+        return _progress((_point(*j) for j in jobs), len(jobs), progress)
+    with ProcessPoolExecutor(max_workers=workers) as ex:
+        futs = {ex.submit(_point, *j): k for k, j in enumerate(jobs)}
+        done = _progress(((futs[f], f.result()) for f in as_completed(futs)), len(jobs),
+                         progress)
+    return [r for _, r in sorted(done, key=lambda kr: kr[0])]
 
 
 def _progress(it, total: int, show: bool) -> list:
