@@ -7,8 +7,14 @@ import json
 import sys
 from pathlib import Path
 
+from controller.cli import adaptive_args, adaptive_of
 from tablegen.cli import console, routing_args, topology_of, verified_tables
 from tablegen.errors import BadInput, RunFailed
+from tablegen.limits import duration_option, load_option
+
+#: links of a loaded emulation when --link-mbit is not given (docs/emulation.md: the shaped
+#: links, not the userspace datapath, are then the bottleneck on this machine's fabrics)
+DEFAULT_LINK_MBIT = 1.0
 
 
 def add_parsers(sub) -> None:
@@ -25,6 +31,17 @@ def add_parsers(sub) -> None:
                     "until Ctrl-C")
     sp.add_argument("--tls", action="store_true", help="OpenFlow over TLS with mutual "
                     "certificates made for this run")
+    g = sp.add_argument_group("load (instead of the all-pairs probes)")
+    g.add_argument("--traffic", action="append", metavar="PATTERN", help="run traffic: "
+                   "uniform, worst-case (Dragonfly), adversarial (Slim Fly), ... (simulator "
+                   "patterns); repeat for phases back to back, e.g. --traffic uniform "
+                   "--traffic adversarial")
+    g.add_argument("--load", type=load_option, default=0.5, help="each host's rate as a "
+                   "fraction of the link capacity (default 0.5)")
+    g.add_argument("--duration", type=duration_option, default=10.0,
+                   help="seconds of each traffic phase (default 10)")
+    g.add_argument("--json", action="store_true", help="print only the JSON report")
+    adaptive_args(sp)
     sp.set_defaults(func=cmd_emulate)
 
 
@@ -53,6 +70,8 @@ def cmd_emulate(args) -> int:
     ts, _ = verified_tables(topo, args, con, "emulate")
     if ts is None:
         return 1
+    if args.traffic:
+        return _emulate_load(ts, args, con)
     try:
         report = run(ts, check=args.check, samples=args.samples,
                      hosts_per_switch=args.hosts_per_switch, keep=args.keep, tls=args.tls,
@@ -61,6 +80,28 @@ def cmd_emulate(args) -> int:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
     return 0 if report["ok"] else 1
+
+
+def _emulate_load(ts, args, con) -> int:
+    from emulation.mininet.loadrun import run_load
+    from simulator.traffic import parse
+
+    for t in args.traffic:
+        try:
+            parse(t)
+        except ValueError as e:
+            raise BadInput(f"emulate: --traffic {e}") from None
+    link = args.link_mbit or DEFAULT_LINK_MBIT
+    log = (lambda *_a, **_k: None) if args.json else con.log
+    try:
+        rep = run_load(ts, [(t, args.duration) for t in args.traffic], load=args.load,
+                       link_mbit=link, adaptive=adaptive_of(args),
+                       hosts_per_switch=args.hosts_per_switch, tls=args.tls, log=log)
+    except RunFailed as e:
+        print(f"emulate: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(rep, indent=1 if args.json else None))
+    return 0 if rep["ok"] else 1
 
 
 def cmd_ib_apply(args) -> int:

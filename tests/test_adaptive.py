@@ -59,7 +59,7 @@ def test_estimator_offered_load_counts_drops_and_survives_resets():
     assert est.rho[0, :2] == pytest.approx([0.8, 1.5])
     assert np.isnan(est.rho[0, 2])
     q = est.occupancy(1.0)
-    assert q[0, :2] == pytest.approx(mm1b_occupancy(np.array([0.8, 1.5]), 10))
+    assert q[0, :2] == pytest.approx(mm1b_occupancy(np.array([0.8, 1.5]), 10) + [0, 5])
     # a switch that reconnected: counters back to small numbers — no negative load
     est.update(0, 2.0, [10, 10, 0], [1, 1, 0], [0, 0, 0])
     assert est.rho[0, :2] == pytest.approx([0.8, 1.5])
@@ -105,7 +105,7 @@ def replay(rec: dict, params: AdaptiveParams):
 
 def test_estimator_on_recorded_overload():
     """Counters read from Open vSwitch (tests/data, recorded by the emulation: a port
-    shaped to 2 Mbit/s offered twice that, its drops counted by its queue): the loaded
+    shaped to 1 Mbit/s offered twice that, its drops counted by its queue): the loaded
     port's estimate is the offered load (~2x, not the 1x it sends) and a full queue, an
     idle port's is empty."""
     rec = recorded("counters-overload.json")
@@ -116,7 +116,7 @@ def test_estimator_on_recorded_overload():
     start = t[np.argmax(rho[:, hot] > 0.2)]             # the traffic starts (10 s of it)
     steady = (t > start + 2) & (t < start + 9.5)
     assert 1.8 < rho[steady, hot].min() and rho[steady, hot].max() < 2.2
-    assert (q[steady, hot] > 0.9 * rec["queue_packets"]).all()
+    assert (q[steady, hot] > 1.7 * rec["queue_packets"]).all()
     assert idle and (rho[1:, idle] == 0).all() and (q[1:, idle] == 0).all()
 
 
@@ -156,6 +156,11 @@ def test_share_blocks_partition_the_slots_and_sum_to_every_share(bits):
 # ---------------------------------------------------------------------------------------------
 # the decision
 # ---------------------------------------------------------------------------------------------
+def occupancy(rho, B):
+    """The estimator's occupancy of an offered load (``PortEstimator.occupancy``)."""
+    return mm1b_occupancy(rho, B) + B * np.maximum(rho - 1, 0)
+
+
 def fluid(a: AdaptiveUgal, hot_key: np.ndarray, load: float, base: float, B: float):
     """Port occupancies of a fluid model: every source ``u`` sends ``load`` (in link
     capacities) toward its key ``hot_key[u]``: the minimal share on the minimal port, the
@@ -165,7 +170,7 @@ def fluid(a: AdaptiveUgal, hot_key: np.ndarray, load: float, base: float, B: flo
     rho = np.full(a.w_nm.shape, base)
     rho[np.arange(n), a.j_min[np.arange(n), hot_key]] += load * (1 - s)
     rho += load * s[:, None] * a.w_nm
-    return mm1b_occupancy(rho, B), rho
+    return occupancy(rho, B), rho
 
 
 @pytest.mark.parametrize("spec", ["slimfly:q=5", "dragonfly:p=2,a=4,h=2"])

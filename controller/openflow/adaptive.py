@@ -22,6 +22,7 @@ from tablegen.routing.adaptive import AdaptiveParams, AdaptiveUgal, PortEstimato
 __all__ = ["Decisions", "HISTORY"]
 
 HISTORY = 3600          # rounds of decision history kept in memory (the file keeps all)
+MATRIX_MAX = 10_000     # (source, destination) shares a decision record carries in full
 
 
 class Decisions:
@@ -107,15 +108,20 @@ class Decisions:
         return self.ugal.share[switch]
 
     def record(self, t: float, changed: int) -> dict:
-        """One round for the decision log: time since the first statistics, how many
-        (source, destination) shares moved, the mean non-minimal share, and per destination
-        key its mean share over the sources."""
+        """One round for the decision log: time since the first statistics (and
+        ``CLOCK_MONOTONIC``, which other processes on the machine share), how many
+        (source, destination) shares moved, the mean non-minimal share, per destination
+        key its mean share over the sources, and (up to :data:`MATRIX_MAX` of them) every
+        share in slots of ``2**split_bits``."""
         f = self.ugal.fraction()
         valid = self.ugal.valid
-        return {"round": self.rounds, "t": round(t - (self._t0 or t), 3), "changed": changed,
+        return {"round": self.rounds, "t": round(t - (self._t0 or t), 3),
+                "monotonic": round(t, 3), "changed": changed,
                 "share": round(float(f[valid].mean()), 4),
                 "by_destination": [round(float(x), 4) for x in self.ugal.by_destination()],
-                "stale": sorted(self.stale)}
+                "stale": sorted(self.stale),
+                **({"slots": self.ugal.share.tolist()} if self.ugal.share.size <= MATRIX_MAX
+                   else {})}
 
     def status(self) -> dict:
         last = self.history[-1] if self.history else None

@@ -10,8 +10,10 @@ Adaptive UGAL-L (``fabric.decisions`` set): every ``poll`` seconds a decision ro
 the statistics gathered since the last one, the changed decision entries go to each
 verified switch as MODIFYs plus a barrier, and its table 0 is read back and compared (a
 difference starts the usual repair); then every verified switch is asked for its port and
-queue statistics.  A switch with an outstanding read gets its next MODIFYs after it.  Each
-round is appended as one JSON line to ``FabrouteApp.decisions_path`` when set.
+queue statistics.  A switch being read or repaired gets its decisions when it is verified
+(they become its program when they are sent, so every read-back is compared with what the
+switch was sent).  Each round is appended as one JSON line to
+``FabrouteApp.decisions_path`` when set.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class FabrouteApp(app_manager.OSKenApp):
             self._refuse(dp, why)
             return
         self._ports[dp.id] = []
+        self._later.pop(dp.id, None)        # its program already holds the decisions of now
         self.logger.info("switch %d (dpid %016x) connected; checking its ports", st.switch,
                          dp.id)
         dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
@@ -191,7 +194,9 @@ class FabrouteApp(app_manager.OSKenApp):
             fab.rounds_differing += 1
             self.logger.warning("switch %d: table %d differs after decisions: %s; reading "
                                 "everything", st.switch, table, diff.summary())
-            self._later.pop(dp.id, None)              # the repair installs every decision
+            later = self._later.pop(dp.id, None)      # the repair installs them too
+            if later:
+                fab.decided(st.switch, list(later.values()))
             self._read(dp)
             return
         verdict = fab.verdict(dp.id, diff)
@@ -199,6 +204,7 @@ class FabrouteApp(app_manager.OSKenApp):
             self.logger.info("switch %d verified: %d flows, %d groups; sent %d flow-mods, "
                              "%d group-mods", st.switch, len(st.program.flows),
                              len(st.program.groups), st.flow_mods, st.group_mods)
+            self._send_later(dp)            # decisions taken while it was read or repaired
         elif verdict == "failed":
             self.logger.error("switch %d still differs after %d repairs: %s", st.switch,
                               st.repairs, diff.summary())
@@ -229,15 +235,17 @@ class FabrouteApp(app_manager.OSKenApp):
             self.logger.warning("switch %d answered no statistics for %.1f s: its decisions "
                                 "fall back to MIN", u, fab.decisions.p.max_age * fab.decisions.poll)
         for u, flows in changes.items():
-            msgs = fab.decided(u, flows)
             d = dpid(u)
             st = fab.switches.get(d)
-            if st is None or st.state != "verified":
-                continue                  # its repair or next read installs the decisions
+            if st is None:            # not connected: it gets its program with the shares
+                fab.decided(u, flows)
+                continue
+            # the decisions become the program when they are sent, so a read-back in flight
+            # is compared with what the switch was sent
             later = self._later.setdefault(d, {})
-            for f, m in zip(flows, msgs):
-                later[(f.match, f.priority)] = m
-            if d not in self._deciding and d not in self._reads:
+            for f in flows:
+                later[(f.match, f.priority)] = f
+            if st.state == "verified" and d not in self._deciding and d not in self._reads:
                 self._send_later(st.conn)
         if self._log is not None:
             self._log.write(json.dumps(fab.decisions.history[-1]) + "\n")
@@ -252,7 +260,8 @@ class FabrouteApp(app_manager.OSKenApp):
         later = self._later.pop(dp.id, None)
         if not later:
             return
-        for m in later.values():
+        st = self.fabric.switches[dp.id]
+        for m in self.fabric.decided(st.switch, list(later.values())):
             m.datapath = dp
             dp.send_msg(m)
         self._deciding.add(dp.id)

@@ -139,6 +139,9 @@ class Fabric:
         s = self.switch_of(dpid)
         if s is None:
             return None
+        if self.decisions is not None:      # its program with the decisions of now
+            self._programs.pop(s, None)
+            self._intended.pop(s, None)
         st = SwitchState(s, self.program(s), state="reading", conn=conn)
         self.switches[dpid] = st
         return st

@@ -42,10 +42,10 @@ def _fabroute() -> str:
 
 class Controller:
     """``fabroute controller table_dir --listen 127.0.0.1:port --status … --log …`` (and
-    ``--tls PKI_DIR``)."""
+    ``--tls PKI_DIR``, and ``args``: more options, e.g. the adaptive ones)."""
 
     def __init__(self, table_dir, port: int, workdir, name: str = "controller",
-                 tls=None):
+                 tls=None, args: tuple[str, ...] = ()):
         self.table_dir = Path(table_dir)
         self.port = port
         workdir = Path(workdir)
@@ -61,7 +61,7 @@ class Controller:
             self.proc = subprocess.Popen(
                 [_fabroute(), "controller", str(self.table_dir), "--listen",
                  f"127.0.0.1:{port}", "--status", str(self.status_path), "--log",
-                 str(self.log_path), *(["--tls", str(tls)] if tls else [])],
+                 str(self.log_path), *(["--tls", str(tls)] if tls else []), *args],
                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
 
     def status(self) -> dict:

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from emulation.mininet import shaping
 from emulation.mininet.topo import IP_PREFIX, FabricTopo, host_name, switch_name
 from tablegen.errors import RunFailed
 from tablegen.topology import Topology
@@ -268,6 +269,11 @@ class FabricNet:
     workdir: str = ""
     stopped: bool = False
     tls: bool = False              # set-ssl was configured for this net
+    #: capacity of every switch egress port (Mbit/s; ``None``: not shaped) and its queue
+    link_mbit: float | None = None
+    queue_packets: int | None = None
+    #: ``ovs-vswitchd``'s send buffer before shaping raised it (restored by :meth:`stop`)
+    ovs_sndbuf: int | None = None
 
     def bridge(self, s: int) -> str:
         return self.bridges[s]
@@ -281,6 +287,16 @@ class FabricNet:
     @property
     def host_ids(self) -> list[int]:
         return self.hosts[:, 0].tolist()
+
+    def switch_ports(self, s: int) -> list[int]:
+        """OpenFlow port numbers of switch ``s`` that have an interface (emulated hosts'
+        ports, then network ports)."""
+        return _switch_ports(self.topo, s, self.hosts)
+
+    def switch_port_names(self) -> list[str]:
+        """Every switch-side interface (``<bridge>-eth<port>``): the ports that shaping caps."""
+        return [f"{self.bridges[s]}-eth{p}" for s in range(self.topo.n_switches)
+                for p in self.switch_ports(s)]
 
     def ofctl(self, *args: str, check=True, timeout=60) -> str:
         return _run(["ovs-ofctl", "-O", "OpenFlow13", *args], check=check, timeout=timeout)
@@ -298,6 +314,8 @@ class FabricNet:
         finally:
             if self.tls:
                 _run(["ovs-vsctl", "del-ssl"], check=False)
+            if self.ovs_sndbuf is not None:
+                shaping.restore_send_buffer(self.ovs_sndbuf)
             _run(["ip", "link", "del", "group", str(link_group(self.prefix))], check=False)
             cleanup_leftovers(self.prefix, self.topo.n_switches)
             if self.workdir:
@@ -347,7 +365,8 @@ def leftovers(prefix: str = "", n_switches: int | None = None) -> dict:
                         shells.append(int(p))
             except OSError:
                 pass
-    return {"bridges": br, "interfaces": ifs, "host_shells": shells}
+    return {"bridges": br, "interfaces": ifs, "host_shells": shells,
+            "qos": [u for rows in shaping.qos_rows(prefix).values() for u in rows]}
 
 
 def cleanup_leftovers(prefix: str = "", n_switches: int | None = None) -> dict:
@@ -361,22 +380,33 @@ def cleanup_leftovers(prefix: str = "", n_switches: int | None = None) -> dict:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     _del_veths(left["interfaces"])
+    if left["qos"]:
+        shaping.remove(prefix)
     return left
 
 
 def build_net(topo: Topology, *, controller_port: int | None = None,
               hosts_per_switch: int | None = None, prefix: str = "",
               controller_ip: str = "127.0.0.1", tcp: bool = False,
-              workers: int = 8, tls: tuple[str, str, str] | None = None) -> FabricNet:
+              kernel_sockets: bool = False,
+              workers: int = 8, tls: tuple[str, str, str] | None = None,
+              link_mbit: float | None = None,
+              queue_packets: int = shaping.DEFAULT_QUEUE_PACKETS) -> FabricNet:
     """Build and start the emulation (see the module doc); the caller must :meth:`~FabricNet.
     stop` it — use :func:`emulate`.  ``controller_port=None``: bridges without a controller
     (tables from files); otherwise a ``RemoteController`` at ``controller_ip:port`` (the
     caller starts the controller process; switches connect when it listens).  ``tls``:
     ``(key, certificate, CA certificate)`` of the switches — OVS then connects over TLS
     (``ovs-vsctl set-ssl`` is one identity for the whole ``ovs-vswitchd``; it is removed again
-    when the net stops).  ``tcp=True`` also turns off TX checksum offload in the hosts
-    (``ethtool -K <if> tx off``)."""
-    tools = ["ovs-vsctl", "ovs-ofctl", "ovs-appctl", "mnexec", "ip"] + (["ethtool"] if tcp
+    when the net stops).  ``kernel_sockets=True`` (or its older name ``tcp=True``) turns off
+    TX checksum offload in the hosts (``ethtool -K <if> tx off``): without it the userspace
+    datapath forwards what the hosts' kernel TCP and UDP sockets send with the checksum left
+    to the (absent) hardware, and the receiving kernel drops it; frames built whole (the
+    probes, :mod:`emulation.mininet.traffic`) need no such thing.  ``link_mbit``: every
+    switch egress port capped at that many Mbit/s with a ``queue_packets``-packet queue
+    (:mod:`emulation.mininet.shaping`; ``None``: no shaping)."""
+    tx_off = tcp or kernel_sockets
+    tools = ["ovs-vsctl", "ovs-ofctl", "ovs-appctl", "mnexec", "ip"] + (["ethtool"] if tx_off
                                                                         else [])
     require_tools(*tools)
     t_ovs = time.perf_counter()
@@ -455,13 +485,21 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
             net.addLink(a, info["node2"], port1=info["port1"], port2=info["port2"], **ends)
         # hosts: address, MTU, up, static neighbours — one ip -batch per host, in parallel
         t2 = time.perf_counter()
-        _configure_hosts(fnet, tcp, workers)
+        _configure_hosts(fnet, tx_off, workers)
         times["host_config"] = time.perf_counter() - t2
         net.built = True
         t3 = fnet.started = time.perf_counter()
         net.start()                           # one ovs-vsctl transaction for every bridge
         times["ovs"] = time.perf_counter() - t3
         _check_ports(fnet)
+        if link_mbit is not None:
+            t4 = time.perf_counter()
+            fnet.link_mbit, fnet.queue_packets = link_mbit, queue_packets
+            ports = fnet.switch_port_names()
+            shaping.shape(ports, link_mbit, queue_packets, prefix)
+            fnet.ovs_sndbuf = shaping.raise_send_buffer(len(ports), queue_packets,
+                                                        fnet.bridges[0], fnet.switch_ports(0)[0])
+            times["shaping"] = time.perf_counter() - t4
         times["build"] = time.perf_counter() - t0
         return fnet
     except BaseException:
@@ -477,7 +515,7 @@ def _ip_batch(lines: list[str], workdir: str, tag: str, pid: int | None = None) 
     _run(cmd)
 
 
-def _configure_hosts(fnet: FabricNet, tcp: bool, workers: int) -> None:
+def _configure_hosts(fnet: FabricNet, tx_off: bool, workers: int) -> None:
     ids = fnet.hosts[:, 0].tolist()
     neigh = {h: f"neigh replace {fnet.ip[h]} lladdr {fnet.mac[h]} dev {{dev}} nud permanent"
              for h in ids}
@@ -491,7 +529,7 @@ def _configure_hosts(fnet: FabricNet, tcp: bool, workers: int) -> None:
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
         cmd = ["mnexec", "-a", str(fnet.host_pid[h]), "ip", "-batch", path]
-        if tcp:
+        if tx_off:
             cmd = ["sh", "-c", " ".join(cmd) + f" && mnexec -a {fnet.host_pid[h]} ethtool -K "
                    f"{dev} tx off >/dev/null"]
         procs.append((h, cmd))

@@ -8,9 +8,11 @@ packets and drops sent per port).  :class:`PortEstimator` turns two polls of the
 port's *offered load* ``rho = (bytes sent + bytes dropped) / (capacity x interval)``, smooths
 it over polls (EWMA), and maps it to the mean occupancy of an M/M/1/B queue with the port's
 buffer of ``B`` packets (:func:`mm1b_occupancy`): 0 for an idle port, ``rho / (1 - rho)`` at
-moderate load, ``B / 2`` at saturation and ``B`` under unbounded overload.  The map is
-monotone and bounded, so the decision sees the difference between 60 % and 95 % load and
-between 100 % and 150 % (drops), which raw utilisation (capped at 100 %) cannot.
+moderate load, ``B / 2`` at saturation, ``B`` under heavy overload — plus, beyond
+saturation, the ``B x (rho - 1)`` packets a lossless port would gather in one buffer's drain
+time.  The map is monotone, so the decision sees the difference between 60 % and 95 % load,
+between 100 % and 150 % and between 150 % and 600 %, which raw utilisation (capped at
+100 %) cannot.
 
 The decision (:class:`AdaptiveUgal`) is Kim et al.'s UGAL-L rule (ISCA 2008 §4.2,
 :func:`tablegen.routing.ugal.ugal_kim`): minimal iff ``q_min * H_min <= q_nonmin * H_nonmin``,
@@ -146,8 +148,12 @@ class PortEstimator:
         self.rho[u] = np.where(ok, fresh, old)
 
     def occupancy(self, now: float) -> np.ndarray:
-        """``float[N, R]`` estimated packets queued per port; NaN where unknown or expired."""
-        q = mm1b_occupancy(self.rho, self.p.buffer)
+        """``float[N, R]`` estimated packets queued per port; NaN where unknown or expired.
+        Beyond saturation a lossy port's queue stays at its buffer while the excess is
+        dropped, so the estimate adds what a lossless port would have gathered in one
+        buffer's drain time, ``B x (rho - 1)``: a port offered 6x its capacity must not look
+        like one offered 1.5x (both have full queues; the first drops 83 % of what it gets)."""
+        q = mm1b_occupancy(self.rho, self.p.buffer) + self.p.buffer * np.maximum(self.rho - 1.0, 0.0)
         stale = now - self.last > self.p.max_age * self.poll
         q[stale] = np.nan
         return q
