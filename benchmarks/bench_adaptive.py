@@ -69,8 +69,10 @@ def main() -> int:
                       args.duration, args.link_mbit, extra)
         out["runs"].append(rep)
         for r in rep["reaction"]:
-            print(f"{spec} reaction {r['from']} -> {r['to']}: share {r['share_before']:.2f} -> "
-                  f"{r['share_after']:.2f}, moved {r['direction']} after {r['polls']} polls")
+            print(f"{spec} reaction {r['from']} -> {r['to']}: share of the new pattern's "
+                  f"flows {r['share_of_new'][0]:.2f} -> {r['share_of_new'][1]:.2f} (rose after "
+                  f"{r['rises']} polls), of the old {r['share_of_old'][0]:.2f} -> "
+                  f"{r['share_of_old'][1]:.2f} (fell after {r['falls']} polls)")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

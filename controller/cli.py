@@ -50,6 +50,9 @@ def adaptive_args(sp) -> None:
                    help="shares move in steps of 1/2^BITS of a destination's flows (default 3)")
     g.add_argument("--hysteresis", type=hysteresis_option, default=0.25,
                    help="dead band as a share of the queueing costs (default 0.25)")
+    g.add_argument("--view", choices=("first-hop", "path"), default="first-hop",
+                   help="a candidate's queue: its first hop's (UGAL-L, default) or the "
+                        "fullest port on its way (the controller's global view)")
 
 
 def adaptive_of(args) -> dict | None:
@@ -57,7 +60,7 @@ def adaptive_of(args) -> dict | None:
     if args.static:
         return None
     return {"poll": args.poll, "link_bps": args.link_mbit * 1e6 if args.link_mbit else None,
-            "split_bits": args.split_bits, "hysteresis": args.hysteresis}
+            "split_bits": args.split_bits, "hysteresis": args.hysteresis, "view": args.view}
 
 
 def cmd_controller(args) -> int:

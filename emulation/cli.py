@@ -60,6 +60,7 @@ def add_ib_parsers(ib) -> None:
 
 def cmd_emulate(args) -> int:
     from emulation.mininet.session import run
+    from simulator.traffic import parse
 
     con = console()
     topo = topology_of(args.spec)
@@ -67,6 +68,11 @@ def cmd_emulate(args) -> int:
             topo.hosts.min(initial=1)):
         raise BadInput(f"emulate: --hosts-per-switch {args.hosts_per_switch}; expected 1.."
                        f"{int(topo.hosts.min(initial=1))} for {topo.name()}")
+    for t in args.traffic or ():
+        try:
+            parse(t)
+        except ValueError as e:
+            raise BadInput(f"emulate: --traffic {e}") from None
     ts, _ = verified_tables(topo, args, con, "emulate")
     if ts is None:
         return 1
@@ -84,13 +90,7 @@ def cmd_emulate(args) -> int:
 
 def _emulate_load(ts, args, con) -> int:
     from emulation.mininet.loadrun import run_load
-    from simulator.traffic import parse
 
-    for t in args.traffic:
-        try:
-            parse(t)
-        except ValueError as e:
-            raise BadInput(f"emulate: --traffic {e}") from None
     link = args.link_mbit or DEFAULT_LINK_MBIT
     log = (lambda *_a, **_k: None) if args.json else con.log
     try:

@@ -102,7 +102,7 @@ class SimConfig:
     sdn_buffer: int | None = None     #: packets a port holds, M/M/1/B's B (None: see sdn.py)
     sdn_hysteresis: float = 0.25      #: dead band, a share of the costs' queueing part
     sdn_floor: float = 0.5            #: absolute margin (packets x hops) before moving up
-    sdn_gain: float = 0.5             #: step: gain x relative cost difference x 2**split_bits
+    sdn_gain: float = 1.0             #: move up: gain x relative cost difference x 2**split_bits
     # method
     warmup_cycles: int = 1000         #: length of one warm-up period
     warmup_max_periods: int = 5       #: warm-up periods at most before measuring anyway

@@ -53,13 +53,19 @@ def sweep(spec: str, routings: list[str], traffic: str, loads: list[float],
     res = {"spec": spec, "traffic": traffic, "seed": seed, "routings": list(routings),
            "loads": [float(x) for x in loads], "config": cfg, "points": points}
     res["summary"] = summarize(res, bounds=bounds)
+    return save(res, out, title, lambda r, png: plot(r, png, title=title))
+
+
+def save(res: dict, out, title: str | None, plotter) -> dict:
+    """Name the results (``title``) and, when ``out`` is given, write them as JSON and plot
+    them beside as PNG (``plotter(res, path)``)."""
     if title:
         res["title"] = title
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-        plot(res, out.with_suffix(".png"), title=title)
+        plotter(res, out.with_suffix(".png"))
     return res
 
 

@@ -12,11 +12,8 @@ decided non-minimal share over time for each value at the highest load.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from simulator.config import SimConfig
-from simulator.sweep import run_points
+from simulator.sweep import run_points, save
 
 
 def sweep_values(spec: str, routings: list[str], traffic: str, loads: list[float], key: str,
@@ -45,14 +42,7 @@ def sweep_values(spec: str, routings: list[str], traffic: str, loads: list[float
     res = {"spec": spec, "traffic": traffic, "seed": seed, "vary": key, "values": list(values),
            "routings": list(routings), "references": list(references),
            "loads": [float(x) for x in loads], "config": base.to_dict(), "points": points}
-    if title:
-        res["title"] = title
-    if out is not None:
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-        plot(res, out.with_suffix(".png"))
-    return res
+    return save(res, out, title, plot)
 
 
 def plot(res: dict, path) -> None:

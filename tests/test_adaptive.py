@@ -340,3 +340,35 @@ def test_split_bits_that_do_not_fit_the_source_port_are_refused():
     assert of.plan(ts, split_bits=6).decide["shift"] == 5
     with pytest.raises(NotExpressible, match="split bits"):
         of.plan(build_tables(build("slimfly:q=19"), "ugal-l", nonmin="val"), split_bits=6)
+
+
+@pytest.mark.parametrize("spec", ["slimfly:q=5", "dragonfly:p=2,a=4,h=2"])
+def test_path_view_sees_the_fullest_port_on_the_way(spec):
+    """``view="path"``: the minimal candidate's queue is the fullest port of its path (to the
+    destination, or into its group); a port two hops away moves the share in the path view
+    and not in UGAL-L's first-hop view."""
+    ts = ugal(spec)
+    topo = ts.topo
+    R = topo.radix
+    path = AdaptiveUgal(ts, AdaptiveParams(view="path"))
+    local = AdaptiveUgal(ts, AdaptiveParams())
+    for u in range(topo.n_switches):
+        for k in np.flatnonzero(path.valid[u])[:4].tolist():
+            d = k if path.keys == "switch" else int(np.flatnonzero(path.key_of == k)[0])
+            w = ts.walk(u, d, "min")
+            hops = [s * R + topo.port_index(s, p) for s, p in zip(w["switches"], w["ports"])]
+            if path.keys == "group":
+                inside = [i for i, s in enumerate(w["switches"]) if topo.group[s] == k]
+                hops = hops[:inside[0]]
+            got = path.min_path[u, k]
+            assert got[got >= 0].tolist() == hops
+    u = 0
+    k = next(k for k in np.flatnonzero(path.valid[u]) if (path.min_path[u, k] >= 0).sum() >= 2)
+    far = path.min_path[u, k][1]
+    q = np.full((topo.n_switches, R), 0.5)
+    q.ravel()[far] = 60.0
+    path.decide(q)
+    local.decide(q)
+    assert path.share[u, k] > 0 and local.share[u, k] == 0
+    with pytest.raises(ValueError, match="view"):
+        AdaptiveUgal(ts, AdaptiveParams(view="global"))

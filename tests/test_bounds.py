@@ -107,6 +107,16 @@ BAD_INPUT = [
     (["controller", "{in}", "--split-bits", "9"],
      "argument --split-bits: 9 is above the largest supported split width in bits 6"),
     (["controller", "{in}", "--hysteresis", "x"], "argument --hysteresis: 'x' is not a number"),
+    (["emulate", "dragonfly:p=2,a=4,h=2", "--routing", "ugal-l", "--traffic", "uniform",
+      "--load", "1.5"], "argument --load: 1.5 is out of range; expected load as a fraction"),
+    (["emulate", "dragonfly:p=2,a=4,h=2", "--routing", "ugal-l", "--traffic", "uniform",
+      "--link-mbit", "0"], "argument --link-mbit: 0 is out of range"),
+    (["emulate", "dragonfly:p=2,a=4,h=2", "--routing", "ugal-l", "--traffic", "uniform",
+      "--duration", "0.2"], "argument --duration: 0.2 is out of range"),
+    (["emulate", "dragonfly:p=2,a=4,h=2", "--routing", "ugal-l", "--traffic", "bogus"],
+     "emulate: --traffic traffic 'bogus' is unknown; expected one of uniform"),
+    (["emulate", "dragonfly:p=2,a=4,h=2", "--routing", "ugal-l", "--traffic", "uniform",
+      "--split-bits", "0"], "argument --split-bits: 0 is below the smallest supported"),
 ]
 
 

@@ -344,10 +344,14 @@ def test_decisions_from_port_statistics_are_modifies_that_become_the_program():
     after = fab.program(u)
     assert [f for f in after.flows if f not in before.flows] == sorted(
         flows, key=after.flows.index)
-    t0 = [f for f in after.flows if f.table == T_INGRESS]
-    assert fab.compare(u, stats_of(t0, fab.cookie), [], table=T_INGRESS).empty
-    old = fab.compare(u, stats_of([f for f in before.flows if f.table == T_INGRESS],
-                                  fab.cookie), [], table=T_INGRESS)
+    # read back as the app does: the decision entries of the destinations decided
+    dsts = {dict(f.match)["eth_dst"] for f in flows}
+    of_dsts = [f for f in after.flows if f.priority == 150 and dict(f.match)["eth_dst"] in dsts]
+    assert len(of_dsts) == len(dsts) * 2 * 4
+    assert fab.compare(u, stats_of(of_dsts, fab.cookie), [], eth_dst=dsts).empty
+    stale_ones = [f for f in before.flows if f.priority == 150
+                  and dict(f.match)["eth_dst"] in dsts]
+    old = fab.compare(u, stats_of(stale_ones, fab.cookie), [], eth_dst=dsts)
     assert sorted(map(str, old.missing_flows)) == sorted(map(str, flows))
     assert fab.status()["adaptive"]["decision_flow_mods"] == len(flows)
     # the source stops answering: after max_age polls its estimates expire -> MIN again

@@ -8,8 +8,9 @@ when set, which is how ``fabroute emulate`` learns that every switch holds its t
 
 Adaptive UGAL-L (``fabric.decisions`` set): every ``poll`` seconds a decision round runs on
 the statistics gathered since the last one, the changed decision entries go to each
-verified switch as MODIFYs plus a barrier, and its table 0 is read back and compared (a
-difference starts the usual repair); then every verified switch is asked for its port and
+verified switch as MODIFYs plus a barrier, and those destinations' decision entries are
+read back (table 0, filtered by destination) and compared (a difference starts the usual
+repair); then every verified switch is asked for its port and
 queue statistics.  A switch being read or repaired gets its decisions when it is verified
 (they become its program when they are sent, so every read-back is compared with what the
 switch was sent).  Each round is appended as one JSON line to
@@ -52,7 +53,9 @@ class FabrouteApp(app_manager.OSKenApp):
         self._reads: dict[int, dict] = {}     # {"flows": [...], "groups": [...], "pending"}
         self._ports: dict[int, list] = {}
         self._stats: dict[int, dict] = {}     # statistics replies being gathered
-        self._deciding: set[int] = set()      # MODIFYs sent, barrier or read-back pending
+        # MODIFYs sent, barrier or read-back pending: the destinations (eth_dst prefixes)
+        # whose decision entries are read back
+        self._deciding: dict[int, list] = {}
         self._later: dict[int, dict] = {}     # decision entries waiting for a busy switch
         self._queues: dict[int, list] = {}    # the latest queue statistics of each switch
         self._log = None
@@ -118,8 +121,12 @@ class FabrouteApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier(self, ev):
         dp = ev.msg.datapath
-        if self.fabric.current(dp.id, dp) is not None:
-            self._read(dp, T_INGRESS if dp.id in self._deciding else None)
+        if self.fabric.current(dp.id, dp) is None:
+            return
+        if dp.id in self._deciding:
+            self._read_decisions(dp, self._deciding[dp.id])
+        else:
+            self._read(dp)
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _error(self, ev):
@@ -149,7 +156,7 @@ class FabrouteApp(app_manager.OSKenApp):
         self._ports.pop(dp.id, None)
         self._stats.pop(dp.id, None)
         self._queues.pop(dp.id, None)
-        self._deciding.discard(dp.id)
+        self._deciding.pop(dp.id, None)
         self._later.pop(dp.id, None)
         self._write_status()
 
@@ -159,16 +166,25 @@ class FabrouteApp(app_manager.OSKenApp):
         return None if getpeercert is None else dpid_ranges(getpeercert())
 
     # -- read / compare / repair ---------------------------------------------------------------
-    def _read(self, dp, table: int | None = None):
-        """Read the flow and group tables (``table``: only that flow table, after
-        decisions)."""
+    def _read(self, dp):
+        """Read the flow and group tables."""
         p, o = dp.ofproto_parser, dp.ofproto
-        self._reads[dp.id] = {"flows": [], "groups": [], "table": table,
-                              "pending": {"flows"} if table is not None else {"flows", "groups"}}
-        dp.send_msg(p.OFPFlowStatsRequest(dp, 0, o.OFPTT_ALL if table is None else table,
-                                          o.OFPP_ANY, o.OFPG_ANY, 0, 0, p.OFPMatch()))
-        if table is None:
-            dp.send_msg(p.OFPGroupDescStatsRequest(dp, 0))
+        self._reads[dp.id] = {"flows": [], "groups": [], "dsts": None, "left": 1,
+                              "pending": {"flows", "groups"}}
+        dp.send_msg(p.OFPFlowStatsRequest(dp, 0, o.OFPTT_ALL, o.OFPP_ANY, o.OFPG_ANY, 0, 0,
+                                          p.OFPMatch()))
+        dp.send_msg(p.OFPGroupDescStatsRequest(dp, 0))
+
+    def _read_decisions(self, dp, dsts: list):
+        """Read back the decision entries of destinations ``dsts`` (one table-0 request
+        filtered by each destination's ``eth_dst`` prefix: a few entries each instead of
+        the whole table)."""
+        p, o = dp.ofproto_parser, dp.ofproto
+        self._reads[dp.id] = {"flows": [], "groups": [], "dsts": dsts, "left": len(dsts),
+                              "pending": {"flows"}}
+        for dst in dsts:
+            dp.send_msg(p.OFPFlowStatsRequest(dp, 0, T_INGRESS, o.OFPP_ANY, o.OFPG_ANY, 0, 0,
+                                              p.OFPMatch(eth_dst=dst)))
 
     def _collect(self, m, kind: str):
         r = self._reads.get(m.datapath.id)
@@ -176,24 +192,27 @@ class FabrouteApp(app_manager.OSKenApp):
             return
         r[kind] += m.body
         if not m.flags & m.datapath.ofproto.OFPMPF_REPLY_MORE:
-            r["pending"].discard(kind)
+            if kind == "flows":
+                r["left"] -= 1
+            if kind != "flows" or r["left"] == 0:
+                r["pending"].discard(kind)
         if not r["pending"]:
             del self._reads[m.datapath.id]
-            self._judge(m.datapath, r["flows"], r["groups"], r["table"])
+            self._judge(m.datapath, r["flows"], r["groups"], r["dsts"])
 
-    def _judge(self, dp, flows, groups, table=None):
+    def _judge(self, dp, flows, groups, dsts=None):
         fab = self.fabric
         st = fab.switches[dp.id]
-        diff = fab.compare(st.switch, flows, groups, table)
-        if table is not None:                         # the read-back of a decision round
-            self._deciding.discard(dp.id)
+        diff = fab.compare(st.switch, flows, groups, eth_dst=dsts)
+        if dsts is not None:                          # the read-back of decisions
+            del self._deciding[dp.id]
             if diff.empty:
                 fab.rounds_verified += 1
                 self._send_later(dp)
                 return
             fab.rounds_differing += 1
-            self.logger.warning("switch %d: table %d differs after decisions: %s; reading "
-                                "everything", st.switch, table, diff.summary())
+            self.logger.warning("switch %d: decision entries differ after MODIFY: %s; "
+                                "reading everything", st.switch, diff.summary())
             later = self._later.pop(dp.id, None)      # the repair installs them too
             if later:
                 fab.decided(st.switch, list(later.values()))
@@ -261,10 +280,13 @@ class FabrouteApp(app_manager.OSKenApp):
         if not later:
             return
         st = self.fabric.switches[dp.id]
-        for m in self.fabric.decided(st.switch, list(later.values())):
+        flows = list(later.values())
+        # marked before sending: send_msg may yield to the poll loop, which must not send
+        # this switch another batch before this one is read back
+        self._deciding[dp.id] = sorted({dict(f.match)["eth_dst"] for f in flows})
+        for m in self.fabric.decided(st.switch, flows):
             m.datapath = dp
             dp.send_msg(m)
-        self._deciding.add(dp.id)
         dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
 
     def _ask_stats(self, dp):

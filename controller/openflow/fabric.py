@@ -17,7 +17,15 @@ import hashlib
 from dataclasses import dataclass, field
 
 from controller.openflow import messages as msg
-from tablegen.exports.openflow import SPLIT_BITS, Program, plan, program, switch_of_dpid
+from tablegen.exports.openflow import (
+    DECIDE_PRIORITY,
+    SPLIT_BITS,
+    T_INGRESS,
+    Program,
+    plan,
+    program,
+    switch_of_dpid,
+)
 from tablegen.tables import TableSet
 
 __all__ = ["Diff", "Fabric", "MAX_REPAIRS", "generation_cookie"]
@@ -207,12 +215,15 @@ class Fabric:
             del self.switches[dpid]
         return st
 
-    def compare(self, switch: int, flow_stats, group_stats, table: int | None = None) -> Diff:
+    def compare(self, switch: int, flow_stats, group_stats, eth_dst=None) -> Diff:
         """Diff between what the switch reports (``OFPFlowStats`` / ``OFPGroupDescStats``
-        lists) and its program; ``table``: only that flow table was read (no groups)."""
+        lists) and its program; ``eth_dst``: only the decision entries of these destination
+        prefixes were read (``(value, mask)`` pairs; no groups)."""
         flows, groups = self.intended(switch)
-        if table is not None:
-            flows = {k: v for k, v in flows.items() if k[0] == table}
+        if eth_dst is not None:
+            want = set(eth_dst)
+            flows = {k: v for k, v in flows.items() if k[0] == T_INGRESS and
+                     k[1] == DECIDE_PRIORITY and dict(v[1].match).get("eth_dst") in want}
             groups = {}
         d = Diff()
         seen = set()

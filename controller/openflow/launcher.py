@@ -40,7 +40,7 @@ def fabric_of(table_set, adaptive: dict | None = None):
     """The controller's :class:`~controller.openflow.fabric.Fabric` of ``table_set``; tables the
     pipeline cannot express (more than 8 VCs, VIDs or MACs out of plan, split bits beyond the
     L4 source port) are bad input: :class:`~tablegen.errors.BadInput` with OpenFlow's one-line
-    reason.  ``adaptive`` (``poll``, ``link_bps``, ``split_bits``, ``hysteresis``): UGAL-L
+    reason.  ``adaptive`` (``poll``, ``link_bps``, ``split_bits``, ``hysteresis``, ``view``): UGAL-L
     tables get adaptive decisions; other routings have none to make."""
 
     from controller.openflow.fabric import Fabric
@@ -53,7 +53,8 @@ def fabric_of(table_set, adaptive: dict | None = None):
         raise BadInput(f"controller: {e}") from None
     if adaptive is not None and fabric.plan_.decide is not None:
         params = AdaptiveParams(split_bits=adaptive["split_bits"],
-                                hysteresis=adaptive["hysteresis"])
+                                hysteresis=adaptive["hysteresis"],
+                                view=adaptive.get("view", "first-hop"))
         fabric.adapt(params, adaptive["poll"], adaptive["link_bps"])
     return fabric
 

@@ -40,6 +40,7 @@ def controller_args(adaptive: dict | None, link_mbit: float, decisions: Path) ->
         return ["--static"]
     return ["--poll", str(adaptive["poll"]), "--split-bits", str(adaptive["split_bits"]),
             "--hysteresis", str(adaptive["hysteresis"]), "--link-mbit", str(link_mbit),
+            "--view", adaptive.get("view", "first-hop"),
             "--decisions", str(decisions)]
 
 
@@ -106,12 +107,12 @@ def run_load(ts: TableSet, phases: list[tuple[str, float]], *, load: float, link
     ad = after.get("adaptive") or {}
     weights = [_pair_weights(ts, fnet.host_ids, t, seed) for t, _ in phases]
     spans = _spans(phases)
-    for r in rounds:           # the share of the flows the current phase's pattern sends
-        k = next((i for i, (lo, hi) in enumerate(spans) if r["t"] < hi), len(phases) - 1)
+    for r in rounds:           # the share of each phase's flows, and of the current phase's
         if "slots" in r:
-            w = weights[max(k, 0)]
-            r["pattern_share"] = round(float((w * np.asarray(r["slots"])).sum() / w.sum()
-                                             / (1 << adaptive["split_bits"])), 4)
+            slots = np.asarray(r.pop("slots")) / (1 << adaptive["split_bits"])
+            r["shares"] = [round(float((w * slots).sum() / w.sum()), 4) for w in weights]
+            k = next((i for i, (lo, hi) in enumerate(spans) if r["t"] < hi), len(phases) - 1)
+            r["pattern_share"] = r["shares"][k]
     report["decisions"] = [{"t": r["t"], "share": r["share"], "changed": r["changed"],
                             **({"pattern_share": r["pattern_share"]}
                                if "pattern_share" in r else {})} for r in rounds]
@@ -179,24 +180,26 @@ def _rounds(path: Path, t0: float | None) -> list[dict]:
 
 
 def reaction(rounds: list[dict], phases, poll: float) -> list[dict]:
-    """Per phase change: the non-minimal share of the new pattern's flows just before it,
-    and how many poll periods after it that share first moved (up for a phase with more
-    share at its end, down otherwise); ``None`` when it never did within the phase."""
+    """Per phase change A -> B: how many poll periods after it the non-minimal share of B's
+    flows first rose above its level at the change (``rises``), and the share of A's flows
+    first fell below its level (``falls``); ``None`` where it never did within B (or where
+    there was nothing to fall from).  Shares of a pattern's flows weight every (source,
+    destination) share by the pattern's host pairs there (``shares`` of each round)."""
     out = []
     spans = _spans(phases)
     for k in range(1, len(phases)):
         t = spans[k][0]
-        prior = [r.get("pattern_share", r["share"]) for r in rounds if r["t"] < t]
-        inside = [r for r in rounds if spans[k][0] <= r["t"] < spans[k][1]]
+        prior = [r for r in rounds if r["t"] < t and "shares" in r]
+        inside = [r for r in rounds if spans[k][0] <= r["t"] < spans[k][1] and "shares" in r]
         if not prior or not inside:
             continue
-        share = [r.get("pattern_share", r["share"]) for r in inside]
-        start, end = prior[-1], share[-1]
-        up = end > start
-        moved = next((r for r, x in zip(inside, share) if (x > start + 1e-3 if up
-                                                            else x < start - 1e-3)), None)
+        a0, b0 = prior[-1]["shares"][k - 1], prior[-1]["shares"][k]
+        rise = next((r for r in inside if r["shares"][k] > b0 + 1e-3), None)
+        fall = next((r for r in inside if r["shares"][k - 1] < a0 - 1e-3), None)
         out.append({"at": round(t, 3), "from": phases[k - 1][0], "to": phases[k][0],
-                    "share_before": start, "share_after": end, "direction": "up" if up
-                    else "down", "polls": None if moved is None else
-                    round((moved["t"] - t) / poll, 2)})
+                    "share_of_new": [b0, inside[-1]["shares"][k]],
+                    "share_of_old": [a0, inside[-1]["shares"][k - 1]],
+                    "rises": None if rise is None else round((rise["t"] - t) / poll, 2),
+                    "falls": None if fall is None or a0 <= 1e-3 else
+                    round((fall["t"] - t) / poll, 2)})
     return out

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from emulation.mininet.net import FabricNet, netns
 
-__all__ = ["PROBE_PORT", "MAGIC", "Prober", "Probe", "default_udp_src"]
+__all__ = ["PROBE_PORT", "MAGIC", "HostSockets", "Prober", "Probe", "default_udp_src"]
 
 PROBE_PORT = 40000
 MAGIC = b"FABRPRB1"
@@ -79,23 +79,25 @@ class DeliveryReport:
                 "misdelivered_pairs": self.misdelivered_pairs[:20]}
 
 
-class Prober:
-    """Sockets in every emulated host of ``fnet``; close with :meth:`close` (or ``with``)."""
+class HostSockets:
+    """Per emulated host of ``fnet``: an ``AF_PACKET`` socket on its interface (``tx``, to
+    send frames built here) and a UDP socket bound to ``port`` (``rx``), both opened inside
+    the host's network namespace, and one epoll over the receivers (``poll``; ``_by_fd``
+    maps a receiver's descriptor to its host).  Close with :meth:`close` (or ``with``)."""
 
-    def __init__(self, fnet: FabricNet, port: int = PROBE_PORT, rcvbuf: int = 1 << 22):
+    def __init__(self, fnet: FabricNet, port: int, rcvbuf: int, nonblocking_tx: bool = False):
         self.fnet = fnet
         self.port = port
         self.tx: dict[int, socket.socket] = {}
         self.rx: dict[int, socket.socket] = {}
         self._by_fd: dict[int, int] = {}
-        self._seq = 0
-        self._templates: dict[int, bytes] = {}
         self.poll = select.epoll()
         try:
             for h in fnet.host_ids:
                 with netns(fnet.host_pid[h]):
                     tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
                     tx.bind((fnet.host_ifname(h), 0))
+                    tx.setblocking(not nonblocking_tx)
                     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                     rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
                     rx.bind(("0.0.0.0", port))
@@ -119,6 +121,15 @@ class Prober:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Prober(HostSockets):
+    """Probe sockets in every emulated host of ``fnet`` (:class:`HostSockets`)."""
+
+    def __init__(self, fnet: FabricNet, port: int = PROBE_PORT, rcvbuf: int = 1 << 22):
+        self._seq = 0
+        self._templates: dict[int, bytes] = {}
+        super().__init__(fnet, port, rcvbuf)
 
     # -- frames ---------------------------------------------------------------------------------
     def _udp_src(self, udp_src, src: int, dst: int) -> int:

@@ -38,7 +38,6 @@ during the phase; the time series ``bins`` count arrivals by arrival time.
 from __future__ import annotations
 
 import contextlib
-import select
 import socket
 import struct
 import time
@@ -47,7 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulation.mininet import shaping
-from emulation.mininet.net import FabricNet, netns
+from emulation.mininet.net import FabricNet
+from emulation.mininet.probes import HostSockets
 from simulator.traffic import pattern
 from tablegen.errors import BadInput
 
@@ -122,53 +122,22 @@ def _ip_checksum(header: bytes) -> int:
     return ~s & 0xFFFF
 
 
-class Traffic:
-    """Sockets in every emulated host of ``fnet`` and the frames' fixed parts; use
-    :meth:`run` (or :func:`run_traffic`), then :meth:`close` (or ``with``)."""
+class Traffic(HostSockets):
+    """Sockets in every emulated host of ``fnet`` (:class:`~emulation.mininet.probes.
+    HostSockets`, senders non-blocking) and the frames' fixed parts; use :meth:`run` (or
+    :func:`run_traffic`), then :meth:`close` (or ``with``)."""
 
     def __init__(self, fnet: FabricNet, *, payload: int = 1400, port: int = TRAFFIC_PORT,
                  rcvbuf: int = 1 << 21):
         if not HEADER.size <= payload <= 1472:
             raise BadInput(f"payload={payload}; expected {HEADER.size} .. 1472 bytes "
                            "(a 1,500-byte IP packet)")
-        self.fnet, self.payload, self.port = fnet, payload, port
+        self.payload = payload
         self._udp, self._ulen = _UDP_HEADER.pack, 8 + payload
         self._pad = bytes(payload - HEADER.size)
         self.hosts = fnet.host_ids
-        self.tx: dict[int, socket.socket] = {}
-        self.rx: dict[int, socket.socket] = {}
-        self._by_fd: dict[int, int] = {}
         self._heads: dict[tuple[int, int], bytes] = {}
-        self.poll = select.epoll()
-        try:
-            for h in self.hosts:
-                with netns(fnet.host_pid[h]):
-                    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-                    tx.bind((fnet.host_ifname(h), 0))
-                    tx.setblocking(False)
-                    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-                    rx.bind(("0.0.0.0", port))
-                    rx.setblocking(False)
-                self.tx[h], self.rx[h] = tx, rx
-                self._by_fd[rx.fileno()] = h
-                self.poll.register(rx.fileno(), select.EPOLLIN)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        for s in list(self.tx.values()) + list(self.rx.values()):
-            s.close()
-        self.tx.clear()
-        self.rx.clear()
-        self.poll.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        super().__init__(fnet, port, rcvbuf, nonblocking_tx=True)
 
     def head(self, src: int, dst: int) -> bytes:
         """Ethernet + IPv4 header of a frame ``src → dst`` (IP id 0, DF, TTL 64)."""

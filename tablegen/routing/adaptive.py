@@ -23,8 +23,10 @@ decided one by one on an OpenFlow switch, so the rule moves a *share* of the flo
 ``2**(bits-1), ..., 2, 1, 1`` (:func:`share_blocks`), any share ``m / 2**bits`` is a union of
 blocks (:func:`blocks_of`), and a change of share re-points whole blocks between the two
 verified classes.  The share moves in steps (an integral controller with a dead band): toward non-minimal while
-the minimal candidate costs more than the non-minimal one by a margin, back while it costs
-less by a margin.  The rule compares each candidate's per-hop wait, occupancy + 1 (an
+the minimal candidate costs more than the non-minimal one by a margin (by several slots when
+the difference is large), back by one slot a round while it costs less by a margin — after
+a detour the minimal path looks emptier than it would be with the flows back, and all
+sources see that in the same round.  The rule compares each candidate's per-hop wait, occupancy + 1 (an
 M/M/1 queue's sojourn in service times), times its hops; the margin is ``hysteresis`` times
 the queueing part of the costs (so idle paths go minimal on hop counts alone), plus a
 ``floor`` for moves up.  A move against the previous one takes the margin times 2 per
@@ -66,8 +68,13 @@ class AdaptiveParams:
             of their queueing part.
         floor: absolute margin (packets x hops) the minimal cost must exceed the non-minimal
             one by before a share moves up.
-        gain: step size: ``gain x |relative cost difference| x 2**split_bits`` slices, >= 1.
+        gain: size of a move toward non-minimal: ``gain x |relative cost difference| x
+            2**split_bits`` slots, at least 1; a move back is one slot.
         max_age: polls after which a silent switch's estimate expires (its sources take MIN).
+        view: which queue a candidate has: ``first-hop`` (UGAL-L: the source's own output
+            port) or ``path`` (the fullest port on the way — on the minimal path up to the
+            destination or its group, on a Valiant path up to the end of phase 0: a
+            controller sees every port, as UGAL-G's global knowledge).
     """
 
     split_bits: int = 3
@@ -75,8 +82,9 @@ class AdaptiveParams:
     buffer: float = 32.0
     hysteresis: float = 0.25
     floor: float = 0.5
-    gain: float = 0.5
+    gain: float = 1.0
     max_age: float = 3.0
+    view: str = "first-hop"
 
 
 #: a move against the last one takes the band times 2^reversals in a row, at most 2^MAX_WIDEN
@@ -254,6 +262,15 @@ class AdaptiveUgal:
                                 shape=(n, n))
         h_sw = (w * h0).sum(axis=1)[:, None] + np.asarray(mix @ len1)
         self.h_nm = np.asarray(h_sw @ per_key) if self.keys == "group" else h_sw
+        if params.view == "path":
+            R = topo.radix
+            rep = np.array([int(np.flatnonzero(self.key_of == k)[0]) for k in range(K)])
+            self.min_path = _path_ports(topo, t_min, rep, self.keys == "group",
+                                        np.arange(K), self.valid)
+            self.nm_w = w
+            self.nm_path = _phase0_ports(ts, nm, first)
+        elif params.view != "first-hop":
+            raise ValueError(f"view {params.view!r}; expected first-hop or path")
         self.share = np.zeros((n, K), dtype=np.int64)
         self.last = np.zeros((n, K), dtype=np.int8)       # direction of the last move
         self.flips = np.zeros((n, K), dtype=np.int64)     # reversals in a row
@@ -261,8 +278,12 @@ class AdaptiveUgal:
     def costs(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(q_min, q_nonmin)`` per (source, key) from port occupancies ``q[N, R]``, with the
         hop counts ``(H_min, H_nonmin)``."""
-        q_min = np.take_along_axis(q, self.j_min, axis=1)
-        q_nm = np.nansum(self.w_nm * q, axis=1)
+        if self.p.view == "path":
+            q_min = _fullest(q, self.min_path)
+            q_nm = np.nansum(self.nm_w * np.nan_to_num(_fullest(q, self.nm_path)), axis=1)
+        else:
+            q_min = np.take_along_axis(q, self.j_min, axis=1)
+            q_nm = np.nansum(self.w_nm * q, axis=1)
         q_nm = np.where(np.isnan(q).all(axis=1), np.nan, q_nm)[:, None]
         return q_min, np.broadcast_to(q_nm, q_min.shape), self.h_min, self.h_nm
 
@@ -291,7 +312,10 @@ class AdaptiveUgal:
         a, b = qm * hm, qn * hn
         rel = np.abs(a - b) / np.maximum(a + b, 1e-12)
         step = np.maximum(1, np.rint(p.gain * rel * self.slots)).astype(np.int64)
-        new = self.share + np.where(up, step, 0) - np.where(down, step, 0)
+        # back toward minimal one slot a round: after a detour the minimal path's estimate
+        # is optimistic (it no longer carries what was moved off it), and every source sees
+        # that at once — large moves back would send them all back together
+        new = self.share + np.where(up, step, 0) - np.where(down, 1, 0)
         new = np.clip(new, 0, self.slots)
         new[~known] = 0                                   # no estimate: MIN
         new[~self.valid] = 0
@@ -343,3 +367,59 @@ def _phase0(ts: TableSet, c) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     hops = table_lengths(topo, ts.tables[c.table0]).astype(np.float64)
     ex = np.broadcast_to(np.arange(n)[None, :], (n, n))
     return first, np.where(first >= 0, ex, -1), hops
+
+
+def _fullest(q: np.ndarray, ports: np.ndarray) -> np.ndarray:
+    """The largest occupancy among each path's ports (``ports[..., h]``: flat port ids,
+    ``-1`` past the path's end)."""
+    v = np.where(ports >= 0, q.ravel()[np.maximum(ports, 0)], -np.inf)
+    m = v.max(axis=-1)
+    return np.where(np.isneginf(m), np.nan, m)
+
+
+def _walk_ports(adj, table, cur, col, done) -> np.ndarray:
+    """Flat port ids ``u * R + j`` of the walks from ``cur`` following ``table[:, col]`` until
+    ``done(cur)``; ``int64[..., H]`` padded with ``-1``."""
+    R = adj.shape[1]
+    hops = []
+    cur = cur.copy()
+    for _ in range(adj.shape[0]):
+        moving = ~done(cur)
+        if not moving.any():
+            break
+        j = np.where(moving, table[cur, col], 0)
+        hops.append(np.where(moving, cur * R + j, -1))
+        cur = np.where(moving, adj[cur, np.maximum(j, 0)], cur)
+    return np.stack(hops, axis=-1) if hops else np.full(cur.shape + (1,), -1)
+
+
+def _path_ports(topo, t_min, rep, group: bool, keys, valid) -> np.ndarray:
+    """Ports of every (source, key) minimal path: to the key's switch, or until it enters
+    the key's group."""
+    n = topo.n_switches
+    adj = topo.adj.astype(np.int64)
+    cur = np.broadcast_to(np.arange(n)[:, None], valid.shape).copy()
+    col = np.broadcast_to(rep[None, :], valid.shape)
+    kk = np.broadcast_to(keys[None, :], valid.shape)
+    grp = topo.group.astype(np.int64)
+    done = (lambda c: (grp[c] == kk) | ~valid) if group else (lambda c: (c == kk) | ~valid)
+    return _walk_ports(adj, t_min, cur, col, done)
+
+
+def _phase0_ports(ts: TableSet, c, first: np.ndarray) -> np.ndarray:
+    """Ports of every (source, phase-0 target) Valiant path up to the end of phase 0."""
+    topo = ts.topo
+    n, T = first.shape
+    adj = topo.adj.astype(np.int64)
+    R = adj.shape[1]
+    if c.exit == "first_hop":
+        rows = np.arange(n)[:, None]
+        return np.where(first >= 0, rows * R + first, -1)[..., None]
+    t0 = ts.tables[c.table0].astype(np.int64)
+    cur = np.broadcast_to(np.arange(n)[:, None], (n, T)).copy()
+    col = np.broadcast_to(np.arange(T)[None, :], (n, T))
+    off = first < 0
+    if c.target0 == "group":
+        grp = topo.group.astype(np.int64)
+        return _walk_ports(adj, t0, cur, col, lambda x: (grp[x] == col) | off)
+    return _walk_ports(adj, t0, cur, col, lambda x: (x == col) | off)
