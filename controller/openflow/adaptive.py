@@ -19,9 +19,8 @@ import numpy as np
 from tablegen.exports.openflow import IPPROTO_TCP, IPPROTO_UDP, decision_flow, decision_keys
 from tablegen.routing.adaptive import AdaptiveParams, AdaptiveUgal, PortEstimator, blocks_of
 
-__all__ = ["Decisions", "HISTORY"]
+__all__ = ["Decisions"]
 
-HISTORY = 3600          # rounds of decision history kept in memory (the file keeps all)
 MATRIX_MAX = 10_000     # (source, destination) shares a decision record carries in full
 
 
@@ -42,8 +41,11 @@ class Decisions:
         self.est = PortEstimator(self.capacity, params, poll, packet_bytes)
         self.rounds = 0
         self.flow_mods = 0
+        self.readbacks_equal = 0        # decision read-backs equal to the program
+        self.readbacks_differing = 0    # ... that differed (the switch is then repaired)
         self.stale: set[int] = set()
-        self.history: list[dict] = []
+        self.last: dict | None = None   # the newest round's record (:meth:`record`)
+        self.keys_per_switch = len(decision_keys(fabric.plan_, 0))
         self._t0: float | None = None
 
     # -- statistics in -------------------------------------------------------------------------
@@ -99,8 +101,7 @@ class Decisions:
                     out.setdefault(u, []).append(decision_flow(plan, k, b, proto, new[b]))
         self.rounds += 1
         self.flow_mods += sum(map(len, out.values()))
-        self.history.append(self.record(t, len(changed)))
-        del self.history[:-HISTORY]
+        self.last = self.record(t, len(changed))
         return out, newly
 
     def shares(self, switch: int) -> np.ndarray:
@@ -124,8 +125,9 @@ class Decisions:
                    else {})}
 
     def status(self) -> dict:
-        last = self.history[-1] if self.history else None
         return {"keys": self.ugal.keys, "poll": self.poll, "split_bits": self.p.split_bits,
                 "rounds": self.rounds, "decision_flow_mods": self.flow_mods,
-                "share": last["share"] if last else 0.0, "stale": sorted(self.stale),
-                "keys_per_switch": len(decision_keys(self.fabric.plan_, 0))}
+                "share": self.last["share"] if self.last else 0.0, "stale": sorted(self.stale),
+                "keys_per_switch": self.keys_per_switch,
+                "rounds_verified": self.readbacks_equal,
+                "rounds_differing": self.readbacks_differing}

@@ -207,10 +207,10 @@ class FabrouteApp(app_manager.OSKenApp):
         if dsts is not None:                          # the read-back of decisions
             del self._deciding[dp.id]
             if diff.empty:
-                fab.rounds_verified += 1
+                fab.decisions.readbacks_equal += 1
                 self._send_later(dp)
                 return
-            fab.rounds_differing += 1
+            fab.decisions.readbacks_differing += 1
             self.logger.warning("switch %d: decision entries differ after MODIFY: %s; "
                                 "reading everything", st.switch, diff.summary())
             later = self._later.pop(dp.id, None)      # the repair installs them too
@@ -256,8 +256,7 @@ class FabrouteApp(app_manager.OSKenApp):
         for u, flows in changes.items():
             d = dpid(u)
             st = fab.switches.get(d)
-            if st is None:            # not connected: it gets its program with the shares
-                fab.decided(u, flows)
+            if st is None:      # not connected: it connects to a program with the shares of then
                 continue
             # the decisions become the program when they are sent, so a read-back in flight
             # is compared with what the switch was sent
@@ -267,7 +266,7 @@ class FabrouteApp(app_manager.OSKenApp):
             if st.state == "verified" and d not in self._deciding and d not in self._reads:
                 self._send_later(st.conn)
         if self._log is not None:
-            self._log.write(json.dumps(fab.decisions.history[-1]) + "\n")
+            self._log.write(json.dumps(fab.decisions.last) + "\n")
         for dp_id, st in list(fab.switches.items()):
             if st.state == "verified" and dp_id not in self._stats:
                 self._ask_stats(st.conn)

@@ -91,8 +91,6 @@ class Fabric:
         self.switches: dict[int, SwitchState] = {}      # by dpid
         self.refused: list[str] = []     # the newest MAX_REFUSED distinct refusal reasons
         self.refusals = 0                # every refusal, however often repeated
-        self.rounds_verified = 0         # decision read-backs equal to the program
-        self.rounds_differing = 0        # ... that differed (the switch is then repaired)
 
     # -- identity ------------------------------------------------------------------------------
     def switch_of(self, dpid: int) -> int | None:
@@ -288,7 +286,5 @@ class Fabric:
                 "connected": len(states), "verified": states.count("verified"),
                 "failed": states.count("failed"), "refused": self.refused,
                 "refusals": self.refusals,
-                "adaptive": None if self.decisions is None else dict(
-                    self.decisions.status(), rounds_verified=self.rounds_verified,
-                    rounds_differing=self.rounds_differing),
+                "adaptive": None if self.decisions is None else self.decisions.status(),
                 "per_switch": per}

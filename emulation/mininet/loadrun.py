@@ -21,6 +21,7 @@ import numpy as np
 
 from emulation.mininet.ctl import Controller, free_port
 from emulation.mininet.net import cleanup_leftovers, emulate, ensure_ovs
+from emulation.mininet.session import PREFIX, run_pki
 from emulation.mininet.traffic import run_traffic
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.files import write_table_set
@@ -29,8 +30,6 @@ from tablegen.tables import TableSet
 from tablegen.verify import verify
 
 __all__ = ["run_load", "reaction"]
-
-PREFIX = "e"          # the prefix of `fabroute emulate` nets
 
 
 def controller_args(adaptive: dict | None, link_mbit: float, decisions: Path) -> list[str]:
@@ -64,15 +63,8 @@ def run_load(ts: TableSet, phases: list[tuple[str, float]], *, load: float, link
         write_table_set(ts, verify(ts), d / "tables", ("openflow",))
         decided = ts.routing == "ugal-l" and adaptive is not None
         port = free_port()
-        pki = ovs_tls = None
-        if tls:
-            from controller.tls import Pki, make_pki
-            from tablegen.exports.openflow import dpid
-            pki = Pki(d / "pki")
-            make_pki(pki.dir, [(dpid(0), dpid(topo.n_switches - 1))], "ovs")
-            cert, key = pki.switch("ovs")
-            ovs_tls = (str(key), str(cert), str(pki.ca))
-        ctl = Controller(d / "tables", port, d, tls=pki.dir if pki else None,
+        pki_dir, ovs_tls = run_pki(d, topo) if tls else (None, None)
+        ctl = Controller(d / "tables", port, d, tls=pki_dir,
                          args=tuple(controller_args(adaptive, link_mbit, d / "decisions.jsonl")))
         try:
             with emulate(topo, controller_port=port, hosts_per_switch=hosts_per_switch,

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from emulation.mininet.net import FabricNet, netns
 
-__all__ = ["PROBE_PORT", "MAGIC", "HostSockets", "Prober", "Probe", "default_udp_src"]
+__all__ = ["PROBE_PORT", "MAGIC", "HostSockets", "inet_checksum", "Prober", "Probe",
+           "default_udp_src"]
 
 PROBE_PORT = 40000
 MAGIC = b"FABRPRB1"
@@ -50,7 +51,8 @@ class Probe:
     udp_src: int
 
 
-def _csum(data: bytes) -> int:
+def inet_checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071) of ``data``: IPv4 headers, UDP with its pseudo-header."""
     if len(data) % 2:
         data += b"\0"
     s = sum(struct.unpack(f"!{len(data) // 2}H", data))
@@ -162,12 +164,12 @@ class Prober(HostSockets):
         ip[4:6] = struct.pack("!H", seq & 0xFFFF)
         ip[10:12] = b"\0\0"
         ip[16:20] = dip
-        ip[10:12] = struct.pack("!H", _csum(bytes(ip)))
+        ip[10:12] = struct.pack("!H", inet_checksum(bytes(ip)))
         payload = _PAYLOAD.pack(MAGIC, src, dst, seq)
         ulen = 8 + len(payload)
         udp = struct.pack("!HHHH", udp_src, self.port, ulen, 0) + payload
         pseudo = ip[12:16] + dip + struct.pack("!BBH", 0, 17, ulen)
-        c = _csum(bytes(pseudo) + udp) or 0xFFFF
+        c = inet_checksum(bytes(pseudo) + udp) or 0xFFFF
         udp = udp[:6] + struct.pack("!H", c) + udp[8:]
         return dmac + t[6:14] + bytes(ip) + udp
 

@@ -26,7 +26,7 @@ from tablegen.exports.openflow import dpid, plan
 from tablegen.tables import TableSet
 from tablegen.verify import verify
 
-__all__ = ["run"]
+__all__ = ["PREFIX", "run", "run_pki"]
 
 PREFIX = "e"          # bridge / host name prefix of `fabroute emulate` nets
 
@@ -57,13 +57,8 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
         # the controller serves only proven sets: hand it one written as fabroute tables does
         write_table_set(ts, verify(ts), d / "tables", ("openflow",))
         port = free_port()
-        pki = ovs_tls = None
-        if tls:     # one certificate for the one ovs-vswitchd: all the fabric's datapath ids
-            pki = Pki(d / "pki")
-            make_pki(pki.dir, [(dpid(0), dpid(topo.n_switches - 1))], "ovs")
-            cert, key = pki.switch("ovs")
-            ovs_tls = (str(key), str(cert), str(pki.ca))
-        ctl = Controller(d / "tables", port, d, tls=pki.dir if pki else None)
+        pki_dir, ovs_tls = run_pki(d, topo) if tls else (None, None)
+        ctl = Controller(d / "tables", port, d, tls=pki_dir)
         try:
             with emulate(topo, controller_port=port, hosts_per_switch=hosts_per_switch,
                          prefix=PREFIX, tls=ovs_tls) as fnet:
@@ -109,6 +104,17 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
         finally:
             ctl.stop()
             cleanup_leftovers(PREFIX)
+
+
+def run_pki(d: Path, topo) -> tuple[Path, tuple[str, str, str]]:
+    """Certificates for one run over TLS, in ``d/pki``: the CA and the controller's, and one
+    switch certificate for the one ``ovs-vswitchd`` carrying all the fabric's datapath ids.
+    Returns the PKI directory (the controller's ``--tls``) and Open vSwitch's ``set-ssl``
+    arguments (key, certificate, CA certificate)."""
+    pki = Pki(d / "pki")
+    make_pki(pki.dir, [(dpid(0), dpid(topo.n_switches - 1))], "ovs")
+    cert, key = pki.switch("ovs")
+    return pki.dir, (str(key), str(cert), str(pki.ca))
 
 
 def _paths(fnet, ts: TableSet, prober, pairs, targets: int, seed: int) -> dict:

@@ -47,7 +47,7 @@ import numpy as np
 
 from emulation.mininet import shaping
 from emulation.mininet.net import FabricNet
-from emulation.mininet.probes import HostSockets
+from emulation.mininet.probes import HostSockets, inet_checksum
 from simulator.traffic import pattern
 from tablegen.errors import BadInput
 
@@ -115,13 +115,6 @@ def destinations(topo, hosts: list[int], traffic, seed: int) -> dict[int, np.nda
     return out
 
 
-def _ip_checksum(header: bytes) -> int:
-    s = sum(struct.unpack("!10H", header))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
 class Traffic(HostSockets):
     """Sockets in every emulated host of ``fnet`` (:class:`~emulation.mininet.probes.
     HostSockets`, senders non-blocking) and the frames' fixed parts; use :meth:`run` (or
@@ -148,7 +141,7 @@ class Traffic(HostSockets):
             ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + self.payload, 0, 0x4000, 64,
                              socket.IPPROTO_UDP, 0, socket.inet_aton(f.ip[src]),
                              socket.inet_aton(f.ip[dst]))
-            ip = ip[:10] + struct.pack("!H", _ip_checksum(ip)) + ip[12:]
+            ip = ip[:10] + struct.pack("!H", inet_checksum(ip)) + ip[12:]
             h = self._heads[key] = (bytes.fromhex(f.mac[dst].replace(":", ""))
                                     + bytes.fromhex(f.mac[src].replace(":", ""))
                                     + b"\x08\x00" + ip)

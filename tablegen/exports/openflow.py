@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from tablegen.errors import NotExpressible
 from tablegen.routing.adaptive import blocks_of, share_blocks
+from tablegen.routing.walk import group_majority
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
@@ -202,40 +202,18 @@ def _aggregate(table: np.ndarray, grp: np.ndarray, n_groups: int):
     switch entry.  u's own group always gets switch entries: a group entry there could bounce
     a packet for an unknown switch of the group between members forever."""
     n = table.shape[0]
-    R = int(table.max(initial=0)) + 1
     valid = table >= 0
     if np.bincount(grp, minlength=n_groups).max(initial=0) < 2:
         # singleton groups (torus, DSN): nothing to aggregate
         return (np.zeros((n, n_groups), dtype=bool), np.zeros((n, n_groups), dtype=np.int64),
                 valid.copy())
-    maj = np.empty((n, n_groups), dtype=np.int64)
-    best = np.empty((n, n_groups), dtype=np.int64)
-    _majority(table, grp.astype(np.int64), R, maj, best)
+    maj, best = group_majority(table, grp, n_groups)
     use = best >= 2
     use[np.arange(n), grp] = False
     covered = use[np.arange(n)[:, None], grp[None, :]] & (
         table == maj[np.arange(n)[:, None], grp[None, :]])
     exc = valid & ~covered
     return use, maj, exc
-
-
-@njit(cache=True)
-def _majority(table, grp, R, maj, best):
-    """``maj[u, G]``: the port ``u``'s table uses most toward group ``G``'s switches (the
-    lowest such port on a tie; 0 when none), ``best[u, G]`` how often.  O(N^2 + N G R)."""
-    n, m = table.shape
-    counts = np.zeros((maj.shape[1], R), dtype=np.int64)
-    for u in range(n):
-        counts[:] = 0
-        for d in range(m):
-            if table[u, d] >= 0:
-                counts[grp[d], table[u, d]] += 1
-        for g in range(maj.shape[1]):
-            k = 0
-            for p in range(1, R):
-                if counts[g, p] > counts[g, k]:
-                    k = p
-            maj[u, g], best[u, g] = k, counts[g, k]
 
 
 @dataclass

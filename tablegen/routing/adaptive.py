@@ -22,12 +22,13 @@ decided one by one on an OpenFlow switch, so the rule moves a *share* of the flo
 ``2**bits`` values of ``bits`` source-port bits are split into fixed blocks of sizes
 ``2**(bits-1), ..., 2, 1, 1`` (:func:`share_blocks`), any share ``m / 2**bits`` is a union of
 blocks (:func:`blocks_of`), and a change of share re-points whole blocks between the two
-verified classes.  The share moves in steps (an integral controller with a dead band): toward non-minimal while
-the minimal candidate costs more than the non-minimal one by a margin (by several slots when
-the difference is large), back by one slot a round while it costs less by a margin — after
-a detour the minimal path looks emptier than it would be with the flows back, and all
-sources see that in the same round.  The rule compares each candidate's per-hop wait, occupancy + 1 (an
-M/M/1 queue's sojourn in service times), times its hops; the margin is ``hysteresis`` times
+verified classes.  The share moves in steps (an integral controller with a dead band):
+toward non-minimal while the minimal candidate costs more than the non-minimal one by a
+margin (by several slots when the difference is large), back by one slot a round while it
+costs less by a margin — after a detour the minimal path looks emptier than it would be with
+the flows back, and all sources see that in the same round.  The rule compares each
+candidate's per-hop wait, occupancy + 1 (an M/M/1 queue's sojourn in service times), times
+its hops; the margin is ``hysteresis`` times
 the queueing part of the costs (so idle paths go minimal on hop counts alone), plus a
 ``floor`` for moves up.  A move against the previous one takes the margin times 2 per
 reversal in a row (at most 4): a balance that lies between two steps ends resting on one
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tablegen.routing.ugal import ugal_kim
-from tablegen.routing.walk import table_lengths
+from tablegen.routing.walk import group_majority, table_lengths
 from tablegen.tables import TableSet
 
 __all__ = ["AdaptiveParams", "AdaptiveUgal", "PortEstimator", "blocks_of", "mm1b_occupancy",
@@ -161,7 +162,8 @@ class PortEstimator:
         dropped, so the estimate adds what a lossless port would have gathered in one
         buffer's drain time, ``B x (rho - 1)``: a port offered 6x its capacity must not look
         like one offered 1.5x (both have full queues; the first drops 83 % of what it gets)."""
-        q = mm1b_occupancy(self.rho, self.p.buffer) + self.p.buffer * np.maximum(self.rho - 1.0, 0.0)
+        b = self.p.buffer
+        q = mm1b_occupancy(self.rho, b) + b * np.maximum(self.rho - 1.0, 0.0)
         stale = now - self.last > self.p.max_age * self.poll
         q[stale] = np.nan
         return q
@@ -239,14 +241,7 @@ class AdaptiveUgal:
         # switches use) and mean hops
         self.h_min = np.asarray(len_min @ per_key) if self.keys == "group" else len_min
         if self.keys == "group":
-            self.j_min = np.zeros((n, K), dtype=np.int64)
-            R = topo.radix
-            for k in range(K):
-                cols = t_min[:, self.key_of == k]
-                counts = np.zeros((n, R), np.int64)
-                for j in range(R):
-                    counts[:, j] = (cols == j).sum(axis=1)
-                self.j_min[:, k] = counts.argmax(axis=1)
+            self.j_min = group_majority(t_min, grp, K)[0]
         else:
             self.j_min = np.maximum(t_min, 0)
         # non-minimal candidate: phase-0 targets (uniform), their first hops, exit switches
@@ -263,7 +258,6 @@ class AdaptiveUgal:
         h_sw = (w * h0).sum(axis=1)[:, None] + np.asarray(mix @ len1)
         self.h_nm = np.asarray(h_sw @ per_key) if self.keys == "group" else h_sw
         if params.view == "path":
-            R = topo.radix
             rep = np.array([int(np.flatnonzero(self.key_of == k)[0]) for k in range(K)])
             self.min_path = _path_ports(topo, t_min, rep, self.keys == "group",
                                         np.arange(K), self.valid)

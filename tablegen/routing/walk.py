@@ -2,6 +2,8 @@
 
 Those classes fan out nowhere, so every (source, destination) pair is one path; walking them
 one by one in compiled code beats any vectorised formulation (O(N^2 L) simple steps).
+Beside the walks, the one other compiled pass over whole tables that several layers share:
+the majority port toward each group (:func:`group_majority`).
 """
 
 from __future__ import annotations
@@ -410,3 +412,35 @@ def table_lengths(topo: Topology, table: np.ndarray) -> np.ndarray:
     if u >= 0:
         raise RuntimeError(f"table loops or dead-ends at switch {u} toward {t}")
     return by_dst(out)
+
+
+def group_majority(table: np.ndarray, group: np.ndarray, n_groups: int):
+    """``(maj, best)``, ``int64[N, G]`` each: ``maj[u, G]`` the port ``u``'s table uses most
+    toward group ``G``'s switches (the lowest such port on a tie; 0 when none), ``best[u, G]``
+    how often.  The OpenFlow export's group entries and adaptive UGAL-L's minimal port toward
+    a Dragonfly group both take it.  O(N^2 + N G R), compiled."""
+    n = table.shape[0]
+    maj = np.empty((n, n_groups), dtype=np.int64)
+    best = np.empty((n, n_groups), dtype=np.int64)
+    _majority(table, np.asarray(group, dtype=np.int64), int(table.max(initial=0)) + 1, maj,
+              best)
+    return maj, best
+
+
+@njit(cache=True)
+def _majority(table, grp, R, maj, best):
+    """``maj[u, G]``: the port ``u``'s table uses most toward group ``G``'s switches (the
+    lowest such port on a tie; 0 when none), ``best[u, G]`` how often.  O(N^2 + N G R)."""
+    n, m = table.shape
+    counts = np.zeros((maj.shape[1], R), dtype=np.int64)
+    for u in range(n):
+        counts[:] = 0
+        for d in range(m):
+            if table[u, d] >= 0:
+                counts[grp[d], table[u, d]] += 1
+        for g in range(maj.shape[1]):
+            k = 0
+            for p in range(1, R):
+                if counts[g, p] > counts[g, k]:
+                    k = p
+            maj[u, g], best[u, g] = k, counts[g, k]
