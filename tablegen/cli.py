@@ -26,10 +26,17 @@ def console():
     return Console(stderr=True)
 
 
-def topology_of(spec: str) -> Topology:
+def topology_of(spec: str, fail: str | None = None) -> Topology:
+    """The topology of a SPEC; ``fail``: ``a:b,c:d`` switch pairs whose cables have failed
+    (:mod:`tablegen.topologies.failures`)."""
     from tablegen.topologies.spec import build
 
-    return build(spec)
+    topo = build(spec)
+    if fail is None:
+        return topo
+    from tablegen.topologies.failures import parse_failures, without_links
+
+    return without_links(topo, parse_failures(fail))
 
 
 def _tables(topo: Topology, args):
@@ -197,10 +204,10 @@ def cmd_tables(args) -> int:
     if jobs < 1:
         raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
     check_out_dir(args.out)
-    topo = topology_of(args.spec)
+    topo = topology_of(args.spec, args.fail)
     for r in routings:
         try:
-            check_routing(topo.kind, r, args.nonmin)
+            check_routing(topo.kind, r, args.nonmin, degraded="fail" in topo.params)
         except TopologyError as e:
             raise BadInput(f"--routing {r}: {e}") from None
     con = console()
@@ -387,35 +394,119 @@ def cmd_path(args) -> int:
     return 0
 
 
-def cmd_expand(args) -> int:
-    from tablegen.routing.build import build_tables
+def _proven_dir(d: Path, cmd: str):
+    """The table set of directory ``d`` when it and every file in it are proven, else
+    ``None`` with the reasons printed (exit 1): nothing unproven is used."""
+    from tablegen.exports.files import prove_table_dir
+
+    ts, rep, files = prove_table_dir(d)
+    if rep.ok and files["ok"]:
+        return ts, files["exports"]
+    print_failure(rep.errors + (files["errors"] if files else []),
+                  f"{cmd}: {d}")
+    return None, None
+
+
+def _grown(topo: Topology, args) -> tuple[Topology, object]:
+    """The DSN-F ``topo`` grows into (``--add``, ``--to``, ``--transform``) and the
+    relabelling of its switches (``None``: ids kept)."""
     from tablegen.topologies.dsnf import add_nodes, transform
-    from tablegen.update import table_updates
 
-    topo = topology_of(args.spec)
-    if topo.kind != "dsnf":
-        raise BadInput(f"expand: {topo.name()} is not a dsnf topology; expected dsnf:n=N")
+    if topo.kind != "dsnf" or "fail" in topo.params:
+        raise BadInput(f"expand: {topo.name()} is not an intact dsnf fabric; expected dsnf:n=N "
+                       "without failed links")
+    n, p = topo.n_switches, int(topo.params["p"])
     if args.transform:
-        n, p = topo.n_switches, int(topo.params["p"])
-        if n != p * 2**p:
-            raise BadInput(f"expand --transform: n={n} is not a transformation point; "
-                           f"expected n = (p+1)·2^(p+1) (24, 64, 160, 384, …)")
-        from tablegen.topologies.dsnf import build_dsnf
+        if n != (p + 1) * 2 ** (p + 1):
+            raise BadInput(f"expand --transform: {topo.name()} is not at a transformation "
+                           f"point; expected n = (p+1)·2^(p+1) = {(p + 1) * 2 ** (p + 1)} with "
+                           f"p={p} (grow there first)")
+        new, _, relabel = transform(n, int(topo.hosts[0]))
+        return new, relabel
+    count = args.add if args.to is None else args.to - n
+    if count < 1:
+        what = f"--to {args.to}" if args.to is not None else f"--add {args.add}"
+        raise BadInput(f"expand: {what} on {topo.name()}; expected a size above {n}")
+    return add_nodes(topo, count)[0], None
 
-        topo = build_dsnf(n, p=p - 1)  # the full network before the transformation
-        new, diff, relabel = transform(n)
+
+def cmd_expand(args) -> int:
+    from tablegen.update import table_diff
+
+    if sum(x is not None and x is not False for x in (args.add, args.to, args.transform)) > 1:
+        raise BadInput("expand: --add, --to and --transform exclude each other; expected one")
+    if args.add is None and args.to is None and not args.transform:
+        args.add = 1
+    src = Path(args.spec)
+    formats, lmc, seed = ("json", "ib", "openflow"), 0, 1
+    if args.out is not None:
+        check_out_dir(args.out)
+    if src.is_dir():
+        old, exports = _proven_dir(src, "expand")
+        if old is None:
+            return 1
+        formats = tuple(f for f in ("json", "ib", "openflow") if exports.get(f))
+        if exports.get("ib"):
+            lmc, seed = exports["ib"]["lmc"], exports["ib"]["seed"]
+        routing, nonmin = old.routing, old.params.get("nonmin")
+        new_topo, relabel = _grown(old.topo, args)
     else:
-        new, diff = add_nodes(topo, args.add)
-        relabel = None
-    old = build_tables(topo, args.routing)
-    upd = table_updates(old, build_tables(new, args.routing), relabel)
-    out = {"from": topo.name(), "to": new.name(), "cables": diff.counts,
-           "tables": {k: {f: v for f, v in d.items() if f != "changed_by_switch" or args.json}
-                      for k, d in upd.items()}}
+        topo = topology_of(args.spec)
+        if topo.kind == "dsnf" and args.transform and "fail" not in topo.params:
+            from tablegen.topologies.dsnf import build_dsnf
+
+            p = int(topo.params["p"])
+            if topo.n_switches == p * 2**p:  # the full network before the transformation
+                topo = build_dsnf(topo.n_switches, int(topo.hosts[0]), p=p - 1)
+        routing, nonmin = args.routing, None
+        new_topo, relabel = _grown(topo, args)      # bad input before any table is built
+        old, _ = verified_tables(topo, argparse.Namespace(routing=routing, nonmin=None,
+                                                          vcs=None), None, "expand")
+        if old is None:
+            return 1
+    ns = argparse.Namespace(routing=routing, nonmin=nonmin, vcs=None)
+    new, rep = verified_tables(new_topo, ns, None, "expand")
+    if new is None:
+        return 1
+    diff = table_diff(old, new, relabel)
+    if args.out is not None:
+        write_table_set(new, rep, Path(args.out), formats, lmc, seed, update=diff)
     if args.json:
-        out["cable_lists"] = {k: [list(map(str, c)) for c in getattr(diff, k)]
-                              for k in ("added", "removed", "replugged")}
-    print(json.dumps(out, indent=None if args.json else 1))
+        print(json.dumps(diff))
+    else:
+        e, c = diff["entries"], diff["cables"]
+        print(f"{diff['from']} -> {diff['to']} ({routing}): entries +{e['added']} "
+              f"~{e['changed']} -{e['removed']} (existing destinations changed: "
+              f"{e['old_destinations_changed']}); cables +{len(c['added'])} "
+              f"-{len(c['removed'])} replugged {len(c['replugged'])}; VCs {diff['vcs']['old']} "
+              f"-> {diff['vcs']['new']}; update: {diff['order']['consistency']}")
+        if args.out is not None:
+            print(f"wrote {args.out} (with update.json)")
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from tablegen.update import relation, table_diff
+
+    a, _ = _proven_dir(Path(args.dir_a), "diff")
+    if a is None:
+        return 1
+    b, _ = _proven_dir(Path(args.dir_b), "diff")
+    if b is None:
+        return 1
+    how, relabel = relation(a.topo, b.topo)
+    diff = dict(table_diff(a, b, relabel), relation=how)
+    if args.json:
+        print(json.dumps(diff))
+        return 0
+    e, c = diff["entries"], diff["cables"]
+    print(f"{diff['from']} ({a.routing}) -> {diff['to']} ({b.routing}): {how}")
+    for name, t in diff["tables"].items():
+        print(f"  {name:10} +{t['added']} ~{t['changed']} -{t['removed']} "
+              f"={t['unchanged']}")
+    print(f"  switches with changes: {len(e['per_switch'])}; cables +{len(c['added'])} "
+          f"-{len(c['removed'])} replugged {len(c['replugged'])}; VCs {diff['vcs']['old']} -> "
+          f"{diff['vcs']['new']}; update: {diff['order']['consistency']}")
     return 0
 
 
@@ -503,6 +594,9 @@ def add_parsers(sub) -> None:
     routing_args(sp, several=True)
     sp.add_argument("--out", required=True)
     sp.add_argument("--formats", default="json,ib,openflow")
+    sp.add_argument("--fail", metavar="A:B[,C:D...]", help="tables for the fabric without "
+                    "the cables between these switch pairs (ids as in `fabroute topology SPEC "
+                    "--json`), still verified")
     sp.add_argument("--jobs", type=jobs_option, help="worker processes: routings (or one "
                     "routing's formats) written side by side, 1.."
                     f"{MAX_JOBS} (default: the CPUs available)")
@@ -543,14 +637,26 @@ def add_parsers(sub) -> None:
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_analyze)
 
-    sp = sub.add_parser("expand", help="DSN-F expansion: cables and table updates")
-    sp.add_argument("spec")
-    sp.add_argument("--add", type=int, default=1, help="switches to add (same p)")
+    sp = sub.add_parser("expand", help="DSN-F expansion: the grown tables, cables and the "
+                        "update between them")
+    sp.add_argument("spec", metavar="DIR|SPEC", help="a table directory (its routing and "
+                    "formats are kept) or a dsnf SPEC")
+    sp.add_argument("--add", type=int, help="switches to add (same p; default 1)")
+    sp.add_argument("--to", type=int, metavar="N", help="grow to N switches (same p)")
     sp.add_argument("--transform", action="store_true",
                     help="the p -> p+1 transformation at n = (p+1)·2^(p+1), e.g. dsnf:n=64")
-    sp.add_argument("--routing", default="dsnf", choices=("dsnf", "min"))
+    sp.add_argument("--routing", default="dsnf", help="with a SPEC (default dsnf)")
+    sp.add_argument("--out", metavar="NEWDIR", help="write the grown, verified table set here "
+                    "with update.json (the diff and the order to apply it)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_expand)
+
+    sp = sub.add_parser("diff", help="entries, VCs and cables that change between two table "
+                        "sets of one fabric, and the order that applies them consistently")
+    sp.add_argument("dir_a", metavar="DIR_A")
+    sp.add_argument("dir_b", metavar="DIR_B")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_diff)
 
     sp = sub.add_parser("compare", help="DSN-F vs torus, DSN-x, DLN-4: JSON + PNG")
     sp.add_argument("--sizes", default="128,256,512,1024,2048,4096")

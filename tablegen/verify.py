@@ -99,7 +99,7 @@ def _check_minimal(ts: TableSet, got: np.ndarray, report: Report) -> None:
     (a Dragonfly's: at most local, global, local).  O(N^2 R / 64) + O(N^2)."""
     from tablegen.topology import distance_matrix
 
-    if ts.topo.kind == "dragonfly":
+    if ts.topo.kind == "dragonfly" and "fail" not in ts.topo.params:
         # Kim et al.'s minimal routing is hierarchical (local, global, local): two global
         # hops through a third group can be shorter in the graph, and are not minimal there
         dist = np.full(got.shape, 3, dtype=got.dtype)
@@ -192,6 +192,7 @@ def rebuilt_topology(topo):
     if topo.kind not in builders:
         raise TopologyError(f"kind {topo.kind!r}; expected one of {', '.join(builders)}")
     kw = dict(topo.params)
+    fail = kw.pop("fail", None)
     if topo.kind not in ("slimfly", "dragonfly"):
         hosts = np.unique(topo.hosts)
         if len(hosts) != 1:
@@ -199,10 +200,15 @@ def rebuilt_topology(topo):
                                 "uniform ones")
         kw["hosts"] = int(hosts[0])
     try:
-        return builders[topo.kind](**kw)
+        intact = builders[topo.kind](**kw)
     except TypeError as e:
         raise TopologyError(f"{topo.name()}: parameters {sorted(kw)} ({e}); expected those "
                             f"fabroute writes for {topo.kind}") from None
+    if fail is None:
+        return intact
+    from tablegen.topologies.failures import parse_failures, without_links
+
+    return without_links(intact, parse_failures(str(fail), "+"))
 
 
 def _first_json_difference(a, b, where: str = "") -> str | None:

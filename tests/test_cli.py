@@ -195,20 +195,23 @@ def test_installed_entry_point_runs():
 def test_growing_dsnf_by_one_only_adds_cables_and_table_entries(capsys, n):
     code, out, _ = run(capsys, "expand", f"dsnf:n={n}", "--add", "1", "--json")
     d = json.loads(out)
-    assert code == 0 and d["cables"]["removed"] == 0 and d["cables"]["added"] >= 1
+    assert code == 0 and d["cables"]["removed"] == [] and len(d["cables"]["added"]) >= 1
     for name in ("dsnf_pre", "dsnf_main"):
         t = d["tables"][name]
-        # existing destinations keep every entry; only the new column and row appear
-        assert t["changed"] == 0 and t["added"] == n and t["new_switch_entries"] == n + 1
+        # existing destinations keep every entry; only the new column (n entries at the old
+        # switches) and the new switch's row (n entries) appear
+        assert t["changed"] == 0 and t["removed"] == 0 and t["added"] == 2 * n
+    assert d["order"]["consistency"] == "ordered"
 
 
 def test_transform_reports_rewiring_and_table_changes(capsys):
     code, out, _ = run(capsys, "expand", "dsnf:n=64", "--transform", "--json")
     d = json.loads(out)
-    assert code == 0 and d["to"] == "dsnf:n=64,p=4" and d["cables"]["removed"] > 0
-    assert d["tables"]["dsnf_main"]["changed"] > 0
+    assert code == 0 and d["to"] == "dsnf:n=64,p=4" and d["from"] == "dsnf:n=64,p=3"
+    assert [len(d["cables"][k]) for k in ("added", "removed", "replugged")] == [74, 73, 6]
+    assert d["tables"]["dsnf_main"]["changed"] > 0 and d["order"]["consistency"] == "two-phase"
     code, _, err = run(capsys, "expand", "dsnf:n=65", "--transform")
-    assert code == 2 and "not a transformation point" in err
+    assert code == 2 and "not at a transformation point" in err
 
 
 def test_analyze_json(capsys):

@@ -40,6 +40,7 @@ __all__ = ["FORMATS", "export_all", "export_json", "load_table_dir", "load_table
 
 FORMATS = ("json", "ib", "openflow")
 TOPOLOGY_FILE, TABLES_NPZ, REPORT_FILE = "topology.json", "tables.npz", "verify.json"
+UPDATE_FILE = "update.json"         # `fabroute expand --out`: the diff from the set it replaces
 MAX_TOPOLOGY_BYTES = 256 << 20   # topology.json of the largest supported fabric is ~10 MiB
 
 
@@ -132,22 +133,25 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 # table directories: what fabroute tables writes and every consumer loads
 # ---------------------------------------------------------------------------------------------
 def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
-                    jobs: int = 1, into: bool = False) -> tuple[list[str], dict[str, str]]:
+                    jobs: int = 1, into: bool = False,
+                    update: dict | None = None) -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole, crash-safe
     (:func:`~tablegen.exports.outdir.replaced_dir`); ``into``: ``out`` is a new directory
     inside one that is itself being replaced (a batch of routings), written in place.  A
     format that cannot express the tables (e.g. InfiniBand when the SLs do not fit the VLs)
     is skipped and its reason returned; JSON, the NumPy tables, the report and the manifest
     are always written.  With ``jobs > 1`` the formats are written by that many forked
-    processes side by side (each format has its own files)."""
+    processes side by side (each format has its own files).  ``update``: the diff from the
+    table set this one replaces (:func:`tablegen.update.table_diff`), written as
+    :data:`UPDATE_FILE` and bound by its hash (it cannot be derived from this set alone)."""
     if into:
         out.mkdir()
-        return _write_files(ts, rep, out, formats, lmc, seed, jobs)
+        return _write_files(ts, rep, out, formats, lmc, seed, jobs, update)
     with replaced_dir(out) as tmp:
-        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs)
+        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update)
 
 
-def _write_files(ts, rep, d: Path, formats, lmc: int, seed: int, jobs: int):
+def _write_files(ts, rep, d: Path, formats, lmc: int, seed: int, jobs: int, update=None):
     from tablegen.exports.manifest import MANIFEST, write_manifest
     from tablegen.forked import run_forked
 
@@ -172,11 +176,15 @@ def _write_files(ts, rep, d: Path, formats, lmc: int, seed: int, jobs: int):
         written.update(w)
         skipped.update(s)
     made = {f for f in formats if f not in skipped}
+    extra = set()
+    if update is not None:
+        (d / UPDATE_FILE).write_text(json.dumps(update, indent=1) + "\n")
+        extra.add(UPDATE_FILE)
     write_manifest(d, rep, {"json": True, "report": True, "openflow": "openflow" in made,
                             "ib": ({"lmc": lmc, "seed": seed, "prefix": "ib/"}
                                    if "ib" in made else None)})
     files = sorted({str(Path(f).relative_to(d)) for fs in written.values() for f in fs}
-                   | {TABLES_NPZ, REPORT_FILE, MANIFEST})
+                   | {TABLES_NPZ, REPORT_FILE, MANIFEST} | extra)
     return files, skipped
 
 
@@ -250,8 +258,8 @@ def prove_table_dir(d: Path):
     if not rep.ok:
         return ts, rep, None
     try:
-        files = check_files(d, lambda ex: derived_files(ts, ex, rep), {TABLES_NPZ},
-                            proof_facts(rep))
+        files = check_files(d, lambda ex: derived_files(ts, ex, rep),
+                            {TABLES_NPZ, UPDATE_FILE}, proof_facts(rep))
     except (BadInput, NotExpressible) as e:
         files = {"ok": False, "files": 0, "checked": 0, "derived": 0, "errors": [str(e)],
                  "error_count": 1}

@@ -81,6 +81,30 @@ def _graph_min(adj, dist, table, alt):
             table[u, d] = good[d % m] if m else -1
 
 
+def graph_to_group(topo: Topology, dist: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(int16[N, g], hops)``: the port of ``u`` toward the nearest switch of group ``G``
+    (``-1`` for ``u``'s own group) -- among the ports whose neighbour is one hop closer to
+    ``G``, the one of rank ``G mod m``, as :func:`graph_min` spreads destinations -- and the
+    longest such route.  For Dragonflies whose hierarchical tables do not hold (failed
+    links).  Complexity: O(N^2 + N g R)."""
+    n, g = topo.n_switches, topo.n_groups
+    grp = topo.group
+    d = dist.astype(np.int64)
+    table = np.full((n, g), -1, dtype=np.int16)
+    nb, ok = np.maximum(topo.adj, 0), topo.adj >= 0
+    hops = 0
+    for G in range(g):
+        here = d[:, grp == G].min(axis=1)
+        hops = max(hops, int(here.max()))
+        closer = ok & (here[nb] == here[:, None] - 1)
+        m = closer.sum(axis=1)
+        pos = np.cumsum(closer, axis=1) - 1
+        pick = closer & (pos == (G % np.maximum(m, 1))[:, None])
+        has = here > 0
+        table[has, G] = pick[has].argmax(axis=1)
+    return table, hops
+
+
 def dragonfly_min(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Hierarchical minimal tables of Kim et al.: ``(min[N,N], group[N,g], alternatives)``.
 
@@ -159,14 +183,26 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
 
     Complexity: dominated by the minimal table, O(N^2 R).
     """
-    check_routing(topo.kind, routing, nonmin)
+    check_routing(topo.kind, routing, nonmin, degraded="fail" in topo.params)
     if vcs is not None:     # before the tables: the verifier's CDG grows with the VC count
         vcs = limits.check_vcs(vcs)
     kind = topo.kind
+    degraded = "fail" in topo.params
     tables: dict[str, np.ndarray] = {}
     params: dict = {}
     exit_port = None
-    if kind == "dragonfly":
+    reach = 2       # phase 0 of group-level Valiant: one local and one global hop (Kim et al.)
+    if degraded:
+        # Failed links break the structure the Dragonfly and torus schemes rely on (a global
+        # link per group pair, complete rings): graph-minimal paths with hop-indexed VCs are
+        # deadlock-free on any connected graph.  Group-level Valiant heads for the nearest
+        # switch of its intermediate group.
+        dist = _memo(topo, "dist", _hop_distances)
+        tables["min"], alt = _memo(topo, "min", lambda t: graph_min(t, dist))
+        if kind == "dragonfly":
+            tables["group"], reach = _memo(topo, "group", lambda t: graph_to_group(t, dist))
+        vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
+    elif kind == "dragonfly":
         tables["min"], tables["group"], alt = _memo(topo, "min", dragonfly_min)
         vc_inc = (topo.link_kind == topo.kind_names.index("global")).astype(np.uint8)
         scheme = "global"
@@ -204,7 +240,7 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
                 # Router-level Valiant breaks the global-hop and dateline schemes (two local
                 # hops on one VC in a group; X after Y); hop-indexed VCs hold for any path.
                 vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
-            nonmin_cls = _nonmin_class(variant, diam)
+            nonmin_cls = _nonmin_class(variant, diam, reach)
             if routing == "ugal-l":
                 base = 1 if scheme == "global" else 0
                 classes = [PathClass("min", table1="min", vc_base=base, max_hops=diam), nonmin_cls]
@@ -223,14 +259,19 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
                     exit_port=exit_port, params=params)
 
 
-def check_routing(kind: str, routing: str, nonmin: str | None = None) -> None:
+def check_routing(kind: str, routing: str, nonmin: str | None = None,
+                  degraded: bool = False) -> None:
     """Raise :class:`TopologyError` unless :func:`build_tables` can build ``routing`` (with
-    UGAL-L's ``nonmin`` class) on a topology of ``kind``; O(1), so callers check every
-    routing of a batch before any work."""
+    UGAL-L's ``nonmin`` class) on a topology of ``kind`` (with failed links when
+    ``degraded``); O(1), so callers check every routing of a batch before any work."""
     if routing not in ROUTINGS:
         raise TopologyError(f"routing {routing!r} is unknown; expected one of {', '.join(ROUTINGS)}")
     if routing == "dsnf" and kind != "dsnf":
         raise TopologyError(f"routing 'dsnf' needs a dsnf topology, not {kind}")
+    if routing == "dsnf" and degraded:
+        raise TopologyError("routing 'dsnf' follows DSN-F's fixed port slots and cannot avoid "
+                            "failed links; expected min, val, val-nta, val-3h or ugal-l on a "
+                            "degraded DSN-F")
     if routing in ("min", "dsnf"):
         return
     variant = routing if routing != "ugal-l" else (nonmin or _default_nonmin(kind))
@@ -271,11 +312,12 @@ def _default_nonmin(kind: str) -> str:
     return {"slimfly": "val-3h", "dragonfly": "val-group"}.get(kind, "val")
 
 
-def _nonmin_class(variant: str, diam: int) -> PathClass:
+def _nonmin_class(variant: str, diam: int, reach: int = 2) -> PathClass:
     if variant == "val-group":
-        # phase 0: <= 1 local + 1 global; phase 1 (in the intermediate group): a minimal route.
+        # phase 0: <= ``reach`` hops to the group (1 local + 1 global when intact); phase 1
+        # (in the intermediate group): a minimal route.
         return PathClass("val-group", table1="min", table0="group", target0="group",
-                         exit="reach", inter="group", max_hops=2 + diam)
+                         exit="reach", inter="group", max_hops=reach + diam)
     if variant == "val":
         return PathClass("val", table1="min", table0="min", target0="switch", exit="reach",
                          inter="switch", max_hops=2 * diam)

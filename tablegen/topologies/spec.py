@@ -12,7 +12,11 @@ dsn        n, x (p-1), hosts (1)                     ``dsn:n=128``
 dln        n, x (4), seed (1), hosts (1)             ``dln:n=128,x=4,seed=7``
 ========== ======================================== ==========================================
 
-Every key is an integer except ``arrangement``; a key given twice is refused.  The sizes each
+Every kind also takes ``fail`` (``fail=3-7+8-9``: the fabric without every cable between
+switches 3 and 7 and between 8 and 9, :mod:`tablegen.topologies.failures`); the name of a
+degraded topology carries it, so its tables are recomputed from the name like any other.
+
+Every key is an integer except ``arrangement`` and ``fail``; a key given twice is refused.  The sizes each
 key may reach are in :mod:`tablegen.limits` (e.g. ``slimfly`` q <= 41, ``dsnf`` n <= 16,384,
 at most 16,384 switches and 131,072 hosts of any kind); each builder checks them before it
 allocates anything, so :func:`build` either returns a topology within them or raises
@@ -57,7 +61,7 @@ def parse_spec(spec: str) -> tuple[str, dict]:
             params[key] = value.strip()
     required, optional = _KEYS[kind]
     missing = required - params.keys()
-    unknown = params.keys() - required - optional
+    unknown = params.keys() - required - optional - {"fail"}
     if missing:
         raise TopologyError(f"{kind}: missing {', '.join(sorted(missing))}; expected keys "
                             f"{', '.join(sorted(required | optional))}")
@@ -66,14 +70,24 @@ def parse_spec(spec: str) -> tuple[str, dict]:
         raise TopologyError(f"{kind}: unknown key {', '.join(shown)}; expected keys "
                             f"{', '.join(sorted(required | optional))}")
     for k, v in params.items():
-        if k != "arrangement" and not isinstance(v, int):
+        if k not in ("arrangement", "fail") and not isinstance(v, int):
             raise TopologyError(f"{kind}: {k}={v!r:.40} is not an integer; expected {k}=N")
     return kind, params
 
 
 def build(spec: str) -> Topology:
-    """Build the topology a SPEC names."""
+    """Build the topology a SPEC names (without its ``fail`` links, if it names any)."""
     kind, params = parse_spec(spec)
+    fail = params.pop("fail", None)
+    topo = _build(kind, params)
+    if fail is None:
+        return topo
+    from tablegen.topologies.failures import parse_failures, without_links
+
+    return without_links(topo, parse_failures(str(fail), "+"))
+
+
+def _build(kind: str, params: dict) -> Topology:
     if kind == "slimfly":
         from tablegen.topologies.slimfly import build_slimfly
 
