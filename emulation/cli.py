@@ -57,6 +57,9 @@ def add_ib_parsers(ib) -> None:
                          "(0 = all; default 200000)")
     sp.set_defaults(func=cmd_ib_apply)
 
+    from emulation.ibsim.update import add_ib_update_parser   # ib update (live growth / failures)
+    add_ib_update_parser(ib)
+
 
 def cmd_emulate(args) -> int:
     from emulation.mininet.session import run

@@ -18,6 +18,11 @@
  * Log lines (grep "fabroute_osm:"): "ready" with the counts after loading, "ERROR" on a
  * file it cannot use (the plugin then does not register the engine), "stats" at SUBNET UP.
  *
+ * Live updates: every routing pass (each heavy sweep, e.g. after kill -HUP) first stats both
+ * files; when either was replaced (inode, size or mtime differ) it reloads them ("reloaded"
+ * with the counts; on an error it logs "ERROR reload" and keeps the tables it had).  OpenSM's
+ * file engine re-reads the -U file on every pass by itself.
+ *
  * Part of fabroute (tablegen/opensm/); built by tablegen/ib_apply.py at first use:
  *   gcc -O2 -shared -fPIC -I/usr/include/infiniband -o libfabroute_osm.so fabroute_osm.c
  * Unresolved osm_* symbols bind to the opensm executable / libopensm at dlopen time.
@@ -30,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* first: it defines ENABLE_OSM_PERF_MGR etc., which change osm_opensm_t's layout */
 #include <opensm/osm_config.h>
@@ -65,9 +71,13 @@ struct rule { uint64_t src, dst; int off; uint8_t sl; uint32_t idx; uint8_t cls;
 struct bucket { uint64_t src, dst; uint32_t start, count; uint8_t used; };
 struct rule_map { struct bucket *b; size_t cap; };
 
+/* identity of a loaded file: a replaced or rewritten file differs in one of these */
+struct fkey { dev_t dev; ino_t ino; off_t size; long long mtime_ns; };
+
 struct fr {
 	osm_opensm_t *osm;
 	char dir[4096];
+	struct fkey keys[2];       /* sl2vl.dump, path-sl.txt as loaded */
 	struct node_tbl *nodes;
 	size_t n_nodes;
 	size_t n_rows;
@@ -377,10 +387,81 @@ static int lookup_sl(struct fr *fr, uint64_t src, uint64_t dst, int off)
 	return sl;
 }
 
+/* ---- loading and live reloading ---- */
+static void fr_free(struct fr *fr);
+
+static void file_keys(const struct fr *fr, struct fkey k[2])
+{
+	static const char *const names[2] = { "sl2vl.dump", "path-sl.txt" };
+	char path[4200];
+	struct stat st;
+	int i;
+
+	memset(k, 0, 2 * sizeof(*k));
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", fr->dir, names[i]);
+		if (!stat(path, &st)) {
+			k[i].dev = st.st_dev;
+			k[i].ino = st.st_ino;
+			k[i].size = st.st_size;
+			k[i].mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+		}
+	}
+}
+
+/* read <dir>/sl2vl.dump and <dir>/path-sl.txt into fr (whose tables are empty) */
+static int fr_load(struct fr *fr)
+{
+	char path[4200];
+
+	file_keys(fr, fr->keys);          /* before reading: a later change is seen next pass */
+	snprintf(path, sizeof(path), "%s/sl2vl.dump", fr->dir);
+	if (load_sl2vl(fr, path))
+		return -1;
+	snprintf(path, sizeof(path), "%s/path-sl.txt", fr->dir);
+	return load_path_sl(fr, path);
+}
+
+/* at each routing pass: reload both files if either was replaced since it was loaded */
+static void fr_maybe_reload(struct fr *fr)
+{
+	struct fkey now[2];
+	struct fr *tmp, swap;
+
+	file_keys(fr, now);
+	if (!memcmp(now, fr->keys, sizeof(now)))
+		return;
+	tmp = calloc(1, sizeof(*tmp));
+	if (!tmp)
+		return;
+	tmp->osm = fr->osm;
+	strcpy(tmp->dir, fr->dir);
+	if (fr_load(tmp)) {
+		logmsg(fr, OSM_LOG_ERROR, "ERROR reload of %s failed; the tables loaded before "
+		       "stay", fr->dir);
+		memcpy(fr->keys, tmp->keys, sizeof(fr->keys));   /* no retry until changed again */
+		fr_free(tmp);
+		return;
+	}
+	/* swap the tables: tmp takes the old ones and is freed */
+	swap = *fr;
+	fr->nodes = tmp->nodes; fr->n_nodes = tmp->n_nodes; fr->n_rows = tmp->n_rows;
+	fr->rules = tmp->rules; fr->n_rules = tmp->n_rules;
+	memcpy(fr->maps, tmp->maps, sizeof(fr->maps));
+	memcpy(fr->keys, tmp->keys, sizeof(fr->keys));
+	tmp->nodes = swap.nodes; tmp->n_nodes = swap.n_nodes;
+	tmp->rules = swap.rules; tmp->n_rules = swap.n_rules;
+	memcpy(tmp->maps, swap.maps, sizeof(tmp->maps));
+	fr_free(tmp);
+	logmsg(fr, OSM_LOG_INFO, "reloaded: %zu SL2VL nodes, %zu (in, out) rows, %zu path SL "
+	       "rules from %s", fr->n_nodes, fr->n_rows, fr->n_rules, fr->dir);
+}
+
 /* ---- routing engine hooks ---- */
 static int fr_lid_matrices(void *ctx)
 {
 	struct fr *fr = ctx;
+	fr_maybe_reload(fr);
 	return fr->file_lid_matrices ? fr->file_lid_matrices(fr->file_ctx) : 1;
 }
 
@@ -483,7 +564,6 @@ static void fr_free(struct fr *fr)
 static void *fr_create(osm_opensm_t *osm)
 {
 	struct fr *fr = calloc(1, sizeof(*fr));
-	char path[4200];
 	const char *dir = osm->subn.opt.event_plugin_options;
 	external_routing_engine_module_t mod = { "fabroute", fr_setup, NULL };
 
@@ -496,11 +576,7 @@ static void *fr_create(osm_opensm_t *osm)
 		goto fail;
 	}
 	strcpy(fr->dir, dir);
-	snprintf(path, sizeof(path), "%s/sl2vl.dump", dir);
-	if (load_sl2vl(fr, path))
-		goto fail;
-	snprintf(path, sizeof(path), "%s/path-sl.txt", dir);
-	if (load_path_sl(fr, path))
+	if (fr_load(fr))
 		goto fail;
 	mod.context = fr;
 	if (osm_register_external_routing_engine(osm, &mod, fr) != CL_SUCCESS) {

@@ -317,8 +317,6 @@ def apply(d, *, load: str | os.PathLike | None = None,
     n_entries = sum(len(v) for v in expected.lfts.values())
     if timeout is None:
         timeout = 30.0 + n_entries / 20_000   # OpenSM sends one SMP per 64 LFT entries
-    names = {int(s["guid"], 16): s["name"] for s in guids["switches"]}
-    sw_routes, ca_routes = dr_paths(guids)
     pairs, pairs_total, stride = path_pairs(expected, max_paths)
     timings: dict[str, float] = {"check_s": time.perf_counter() - t0}
 
@@ -389,42 +387,9 @@ def apply(d, *, load: str | os.PathLike | None = None,
                             "loaded?)", dict(report, log_tail=_tails((osm_log, LOG_TAIL))))
 
         t2 = time.perf_counter()
-        queries, lft_keys, sl_keys = [], [], []
-        top = max((lid for e in expected.lfts.values() for lid in e), default=0)
-        for g in expected.lfts:
-            route = sw_routes.get(g)
-            if route is not None:
-                for block in range(top // 64 + 1):
-                    lft_keys.append((g, block))
-                    queries.append(f"L {route} {block}")
-        for g, (kind, rows) in expected.sl2vl.items():
-            route = sw_routes.get(g) if kind == "Switch" else ca_routes.get(g)
-            for (i, o) in rows:
-                sl_keys.append((g, i, o, route))
-                if route is not None:
-                    queries.append(f"S {route} {(i << 8 | o) if kind == 'Switch' else 0}")
-        hosts, switches = guids["hosts"], guids["switches"]
-        n_h = len(hosts)
-        for i, j, off in pairs:
-            dst = hosts[j] if j < n_h else switches[j - n_h]
-            queries.append(f"P {hosts[i]['lid']} {dst['lid'] + off}")
-        try:
-            res = subprocess.run([str(tools / "fabroute_ibread"), str(READ_TIMEOUT_MS),
-                                  str(READ_WINDOW)], cwd=scratch, env=client_env,
-                                 input="\n".join(queries).encode() + b"\n", capture_output=True,
-                                 timeout=timeout + len(queries) / 2_000)
-        except subprocess.TimeoutExpired:
-            raise RunFailed("fabroute_ibread did not finish in time", report) from None
-        answers = res.stdout.decode(errors="replace").splitlines()
-        if res.returncode != 0 or len(answers) != len(queries):
-            raise RunFailed(f"fabroute_ibread exited with status {res.returncode} after "
-                            f"{len(answers)} of {len(queries)} answers",
-                            dict(report, log_tail=res.stderr.decode(errors="replace")
-                                 .splitlines()[-LOG_TAIL:]))
+        answers, lft_keys, sl_keys = read_back(tools, scratch, client_env, expected, pairs,
+                                               timeout, report)
         timings["readback_s"] = time.perf_counter() - t2
-        report["readback"] = {"lft_block_smps": len(lft_keys),
-                              "sl2vl_smps": sum(1 for k in sl_keys if k[3] is not None),
-                              "path_records": len(pairs), "processes": 1}
     finally:
         _stop(opensm)   # OpenSM first: without its ibsim it ignores SIGTERM
         _stop(ibsim)
@@ -432,6 +397,70 @@ def apply(d, *, load: str | os.PathLike | None = None,
             shutil.rmtree(scratch, ignore_errors=True)
 
     t4 = time.perf_counter()
+    parts, _ = compare_read(expected, answers, lft_keys, sl_keys,
+                            (pairs, pairs_total, stride, max_paths))
+    report.update(parts)
+    timings["compare_s"] = time.perf_counter() - t4
+    timings["total_s"] = time.perf_counter() - t0
+    report["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    report["mismatches"] = sum(report[k]["mismatches"] for k in ("lft", "sl2vl", "path_sl"))
+    report["ok"] = report["mismatches"] == 0
+    return report
+
+
+def read_back(tools: Path, cwd: Path, env: dict, expected: IbFiles, pairs, timeout: float,
+              report: dict) -> tuple[list[str], list, list]:
+    """Every LFT block and SL2VL row of ``expected`` from the switches and every PathRecord of
+    ``pairs`` from the SA, with one ``fabroute_ibread`` (umad2sim client ``env``, working
+    directory ``cwd``) on directed routes from guids.json.  Returns (answers, LFT keys,
+    SL2VL keys) for :func:`compare_read`; sets ``report["readback"]``; raises
+    :class:`RunFailed` when the reader fails."""
+    sw_routes, ca_routes = dr_paths(expected.guids)
+    guids = expected.guids
+    queries, lft_keys, sl_keys = [], [], []
+    top = max((lid for e in expected.lfts.values() for lid in e), default=0)
+    for g in expected.lfts:
+        route = sw_routes.get(g)
+        if route is not None:
+            for block in range(top // 64 + 1):
+                lft_keys.append((g, block))
+                queries.append(f"L {route} {block}")
+    for g, (kind, rows) in expected.sl2vl.items():
+        route = sw_routes.get(g) if kind == "Switch" else ca_routes.get(g)
+        for (i, o) in rows:
+            sl_keys.append((g, i, o, route))
+            if route is not None:
+                queries.append(f"S {route} {(i << 8 | o) if kind == 'Switch' else 0}")
+    hosts, switches = guids["hosts"], guids["switches"]
+    n_h = len(hosts)
+    for i, j, off in pairs:
+        dst = hosts[j] if j < n_h else switches[j - n_h]
+        queries.append(f"P {hosts[i]['lid']} {dst['lid'] + off}")
+    try:
+        res = subprocess.run([str(tools / "fabroute_ibread"), str(READ_TIMEOUT_MS),
+                              str(READ_WINDOW)], cwd=cwd, env=env,
+                             input="\n".join(queries).encode() + b"\n", capture_output=True,
+                             timeout=timeout + len(queries) / 2_000)
+    except subprocess.TimeoutExpired:
+        raise RunFailed("fabroute_ibread did not finish in time", report) from None
+    answers = res.stdout.decode(errors="replace").splitlines()
+    if res.returncode != 0 or len(answers) != len(queries):
+        raise RunFailed(f"fabroute_ibread exited with status {res.returncode} after "
+                        f"{len(answers)} of {len(queries)} answers",
+                        dict(report, log_tail=res.stderr.decode(errors="replace")
+                             .splitlines()[-LOG_TAIL:]))
+    report["readback"] = {"lft_block_smps": len(lft_keys),
+                          "sl2vl_smps": sum(1 for k in sl_keys if k[3] is not None),
+                          "path_records": len(pairs), "processes": 1}
+    return answers, lft_keys, sl_keys
+
+
+def compare_read(expected: IbFiles, answers, lft_keys, sl_keys, paths) -> tuple[dict, dict]:
+    """The ``lft``, ``sl2vl`` and ``path_sl`` parts of a report from :func:`read_back`'s
+    answers (``paths``: ``(pairs, pairs_total, stride, max_paths)``), and the LFTs read
+    (``{switch GUID: {LID: port}}``)."""
+    pairs, pairs_total, stride, max_paths = paths
+    names = {int(s["guid"], 16): s["name"] for s in expected.guids["switches"]}
     it = iter(answers)
     actual_lfts: dict[int, dict[int, int]] = {}
     for g, block in lft_keys:
@@ -439,15 +468,11 @@ def apply(d, *, load: str | os.PathLike | None = None,
         if a[0] == "ok":
             actual_lfts.setdefault(g, {}).update(
                 (block * 64 + k, int(p)) for k, p in enumerate(a[1:]) if block or k)
-    report["lft"] = compare_lfts(expected.lfts, actual_lfts, names)
-    report["sl2vl"] = _compare_sl2vl(expected, sl_keys, it)
-    report["path_sl"] = _compare_path_sl(expected, pairs, it, pairs_total, stride, max_paths)
-    timings["compare_s"] = time.perf_counter() - t4
-    timings["total_s"] = time.perf_counter() - t0
-    report["timings"] = {k: round(v, 3) for k, v in timings.items()}
-    report["mismatches"] = sum(report[k]["mismatches"] for k in ("lft", "sl2vl", "path_sl"))
-    report["ok"] = report["mismatches"] == 0
-    return report
+    parts = {"lft": compare_lfts(expected.lfts, actual_lfts, names),
+             "sl2vl": _compare_sl2vl(expected, sl_keys, it),
+             "path_sl": _compare_path_sl(expected, pairs, it, pairs_total, stride,
+                                         max_paths)}
+    return parts, actual_lfts
 
 
 def _compare_sl2vl(ts: IbFiles, keys, answers) -> dict:

@@ -274,6 +274,8 @@ class FabricNet:
     queue_packets: int | None = None
     #: ``ovs-vswitchd``'s send buffer before shaping raised it (restored by :meth:`stop`)
     ovs_sndbuf: int | None = None
+    #: hosts built with TX checksum offload off (``kernel_sockets``); hosts added later match
+    kernel_sockets: bool = False
 
     def bridge(self, s: int) -> str:
         return self.bridges[s]
@@ -431,7 +433,8 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
                   controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
                   waitConnected=False)
     fnet = FabricNet(topo, net, prefix, hosts, controller_port, ft.macs, ft.ips, bridges,
-                     times=times, workdir=tempfile.mkdtemp(prefix="fabroute-emu-"))
+                     times=times, workdir=tempfile.mkdtemp(prefix="fabroute-emu-"),
+                     kernel_sockets=tx_off)
     try:
         if tls is not None:
             _run(["ovs-vsctl", "set-ssl", *tls])
@@ -515,16 +518,20 @@ def _ip_batch(lines: list[str], workdir: str, tag: str, pid: int | None = None) 
     _run(cmd)
 
 
-def _configure_hosts(fnet: FabricNet, tx_off: bool, workers: int) -> None:
-    ids = fnet.hosts[:, 0].tolist()
+def _configure_hosts(fnet: FabricNet, tx_off: bool, workers: int,
+                     ids: list[int] | None = None) -> None:
+    """Address, MTU, up and the static neighbour table (every emulated host) of the hosts
+    ``ids`` (default: all; ``emulation.mininet.grow`` passes the hosts it adds)."""
+    every = fnet.hosts[:, 0].tolist()
+    ids = every if ids is None else ids
     neigh = {h: f"neigh replace {fnet.ip[h]} lladdr {fnet.mac[h]} dev {{dev}} nud permanent"
-             for h in ids}
+             for h in every}
     procs = []
     for h in ids:
         dev = fnet.host_ifname(h)
         lines = ["link set dev lo up", f"link set dev {dev} mtu {HOST_MTU} up",
                  f"addr add {fnet.ip[h]}/{IP_PREFIX} dev {dev}"]
-        lines += [neigh[o].format(dev=dev) for o in ids if o != h]
+        lines += [neigh[o].format(dev=dev) for o in every if o != h]
         path = os.path.join(fnet.workdir, f"h{h}.ip")
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
