@@ -86,10 +86,10 @@ class Switch:
                     key.append(pkt["metadata"])
                 elif name == "dl_dst":
                     key.append(pkt["dst"] & mask)
-                elif name == "vlan_tci":            # only ever "a VLAN tag is present"
+                elif name == "vlan_tci":            # a VLAN tag is present (+ version bit)
                     if pkt["vlan"] is None:
                         break
-                    key.append(0x1000 & mask)
+                    key.append((0x1000 | pkt["vlan"][0]) & mask)
                 elif name in ("dl_type", "nw_proto", "tp_src"):
                     if name not in pkt:
                         break

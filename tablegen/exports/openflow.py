@@ -26,7 +26,7 @@ from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
 __all__ = ["CHOICE_BITS_MAX", "DECIDE_PRIORITY", "Flow", "Group", "Program", "SPLIT_BITS",
-           "T_ARRIVE",
+           "T_ARRIVE", "VERSION_BIT", "is_stamp", "version_flows", "versioned",
            "T_CHOICE", "T_EGRESS", "T_FWD", "T_INGRESS", "choice_slots", "dpid",
            "host_macs", "mac_str", "ofctl_flow", "ofctl_group", "plan", "program",
            "switch_of_dpid", "udp_src_for"]
@@ -36,6 +36,8 @@ GROUP_MASK = "ff:ff:ff:00:00:00"
 SWITCH_MASK = "ff:ff:ff:ff:ff:00"
 MAX_PCP_VCS = 8                   # 3-bit PCP
 MAX_VID = 4094                    # 4095 is reserved
+VERSION_BIT = 0x800               # VID bit carrying the program version (two-phase updates)
+GROUP_VERSION = 0x10000           # group ids of version 1 are those of version 0 plus this
 OFPVID_PRESENT = 0x1000
 CHOICE_BITS_MAX = 12              # source-choice slots are the low bits of the L4 source port
 SPLIT_BITS = 3                    # UGAL-L's decision blocks: shares in steps of 1/8 of the flows
@@ -232,6 +234,7 @@ class Plan:
     vid_targets: list           # classes whose phase 0 heads for a switch or group (VID 1 + t)
     on_path: tuple | None
     decide: dict | None = None  # UGAL-L's decision entries (:func:`decision_layout`)
+    versions: bool = False      # every VID fits below VERSION_BIT: programs carry a version
 
 
 def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int) -> dict | None:
@@ -280,11 +283,13 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS) -> Plan:
     if to_target and to_dst:
         raise NotExpressible(f"{ts.routing}: mixes DSN-F style and Valiant phase 0; their "
                              "VIDs would collide")
+    top_vid = 1
     for c in to_target:
         top = 1 + (G - 1 if c.target0 == "group" else n - 1)
         if top > MAX_VID:
             raise NotExpressible(f"{ts.routing} on {topo.name()}: class {c.name} needs VID "
                                  f"{top}; VLAN IDs end at {MAX_VID}")
+        top_vid = max(top_vid, top)
     if first.table0 is None:
         ingress = {"pcp": first.vc_base, "vid": 0, "choice": False}
     elif first.target0 == "dst":
@@ -304,7 +309,8 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS) -> Plan:
     on_path = ts.on_path_triples() if any(c.exit == "on_path" for c in to_target) else None
     return Plan(ts, V, ingress, choice, [0] + ([1] if to_dst else []),
                 mac_str(host_macs(topo)), mac_str(switch_macs(topo)), mac_str(gmac),
-                phase_tables, to_target, on_path, decision_layout(ts, choice, split_bits))
+                phase_tables, to_target, on_path, decision_layout(ts, choice, split_bits),
+                top_vid < VERSION_BIT)
 
 
 def buckets(p: Plan, u: int, c: PathClass) -> list[tuple[int, int]]:
@@ -377,11 +383,87 @@ def decision_flows(p: Plan, u: int, shares=None) -> list[Flow]:
     return out
 
 
-def program(p: Plan, u: int, shares=None) -> Program:
+def program(p: Plan, u: int, shares=None, version: int = 0) -> Program:
     """Flows and groups of switch ``u`` (see ``docs/openflow.md``); ``shares``: UGAL-L's
-    non-minimal shares per destination key (:func:`decision_flows`).  Complexity: O(N + R V)
-    entries per switch (fewer with group aggregation), O(N) work for VAL_nta's on-path set,
-    O(K bits) decision entries for K destination keys."""
+    non-minimal shares per destination key (:func:`decision_flows`); ``version``: 0 or 1,
+    the tag a two-phase update tells programs apart by (:func:`versioned`).  Complexity:
+    O(N + R V) entries per switch (fewer with group aggregation), O(N) work for VAL_nta's
+    on-path set, O(K bits) decision entries for K destination keys."""
+    if version and not p.versions:
+        raise NotExpressible(f"{p.ts.routing} on {p.ts.topo.name()}: VIDs reach "
+                             f"{VERSION_BIT} or more; no VID bit is left for a version tag")
+    prog = _program(p, u, shares)
+    return versioned(prog, version) if p.versions else prog
+
+
+def is_stamp(f: Flow) -> bool:
+    """Whether ``f`` is an entry that stamps a packet's version: a table-0 entry for packets
+    from hosts (untagged).  A two-phase update replaces these last, all others first."""
+    return f.table == T_INGRESS and ("vlan_vid", 0) in f.match or (
+        f.table == T_INGRESS and any(k == "in_port" for k, _ in f.match)
+        and any(a[0] == "push_vlan" for a in f.actions))
+
+
+def _stamp_vid(v, vbit: int):
+    if isinstance(v, tuple):                  # (OFPVID_PRESENT, OFPVID_PRESENT): tagged
+        return (v[0] | vbit, v[1] | VERSION_BIT)
+    return v | vbit if v else v               # 0 matches untagged packets: no version yet
+
+
+def versioned(prog: Program, version: int) -> Program:
+    """``prog`` as program version ``version`` (0 or 1): every entry past the stamp matches
+    only packets whose VID carries the version (:data:`VERSION_BIT` set for 1, clear for 0),
+    every VID written keeps it, the host ingress entries stamp it, and groups of version 1
+    are numbered apart (:data:`GROUP_VERSION`).  The table-0 entries of network ports and of
+    same-switch delivery do not depend on the version and are equal in both.  So two
+    versions coexist on a switch without a single overlapping entry, which is what
+    Reitblatt et al.'s two-phase update needs: a packet is forwarded by the version its
+    first switch stamped, from end to end.  O(entries)."""
+    vbit = VERSION_BIT if version else 0
+    gv = GROUP_VERSION if version else 0
+    groups = tuple(Group(g.group_id + gv, tuple((w, _version_actions(b, vbit, gv, False))
+                                                for w, b in g.buckets), g.note)
+                   for g in prog.groups)
+    return Program(prog.switch, prog.dpid, version_flows(prog.flows, version), groups)
+
+
+def version_flows(flows, version: int) -> tuple:
+    """The flows of :func:`versioned` (also for UGAL-L's decision entries, which the
+    controller sends on their own)."""
+    vbit = VERSION_BIT if version else 0
+    gv = GROUP_VERSION if version else 0
+    any_tag = ("vlan_vid", (OFPVID_PRESENT | vbit, OFPVID_PRESENT | VERSION_BIT))
+    out = []
+    for f in flows:
+        if f.table == T_INGRESS:
+            match = f.match
+        elif any(k == "vlan_vid" for k, _ in f.match):
+            match = tuple((k, _stamp_vid(v, vbit)) if k == "vlan_vid" else (k, v)
+                          for k, v in f.match)
+        else:                                   # past table 0 every packet is tagged
+            match = (any_tag,) + f.match
+        out.append(Flow(f.table, f.priority, match, _version_actions(
+            f.actions, vbit, gv, is_stamp(f))))
+    return tuple(out)
+
+
+def _version_actions(actions, vbit: int, gv: int, stamp: bool) -> tuple:
+    # a pushed tag has VID 0 (version 0) until an action sets one
+    stamp = stamp and vbit and not any(a[:2] == ("set_field", "vlan_vid") for a in actions)
+    out = []
+    for a in actions:
+        if a[0] == "set_field" and a[1] == "vlan_vid":
+            out.append(("set_field", "vlan_vid", a[2] | vbit))
+        elif a[0] == "group":
+            out.append(("group", a[1] + gv))
+        else:
+            out.append(a)
+        if a[0] == "push_vlan" and stamp:
+            out.append(("set_field", "vlan_vid", OFPVID_PRESENT | vbit))
+    return tuple(out)
+
+
+def _program(p: Plan, u: int, shares=None) -> Program:
     ts, topo = p.ts, p.ts.topo
     n = topo.n_switches
     hs = int(topo.hosts[u])
@@ -498,8 +580,8 @@ def program(p: Plan, u: int, shares=None) -> Program:
 def _ofctl_match(match: tuple) -> list[str]:
     out = []
     for k, v in match:
-        if (k, v) == TAGGED:
-            out.append("vlan_tci=0x1000/0x1000")
+        if k == "vlan_vid" and isinstance(v, tuple):    # tagged (with a version bit)
+            out.append(f"vlan_tci=0x{v[0]:04x}/0x{v[1]:04x}")
         elif k == "vlan_vid":
             out.append(f"dl_vlan={v & 0xFFF}" if v & OFPVID_PRESENT else "dl_vlan=0xffff")
         elif k == "eth_dst":

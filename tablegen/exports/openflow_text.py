@@ -63,7 +63,10 @@ class _OfText:
         self.sw_str, self.grp_str = H, H + n          # where the string table's parts start
         self.rows = RowFormats(p.host_mac + p.sw_prefix + p.grp_prefix)
         tables = {"t_ingress": of.T_INGRESS, "t_choice": of.T_CHOICE, "t_arrive": of.T_ARRIVE,
-                  "t_fwd": of.T_FWD, "t_egress": of.T_EGRESS}
+                  "t_fwd": of.T_FWD, "t_egress": of.T_EGRESS, "versions": p.versions,
+                  # tagged frames (of program version 0: of.versioned)
+                  "tagged": "vlan_tci=0x1000/0x%04x" % (of.OFPVID_PRESENT | (
+                      of.VERSION_BIT if p.versions else 0))}
         m = template_env().get_template("openflow.flows.j2").make_module(tables)
         self.groups_m = template_env().get_template("openflow.groups.j2").make_module(tables)
         self.flows_file = m.file
