@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from tablegen.errors import BadInput
-from tablegen.limits import hysteresis_option, link_mbit_option, poll_option, split_bits_option
+from tablegen.limits import (
+    DRAIN_S,
+    drain_option,
+    hysteresis_option,
+    link_mbit_option,
+    poll_option,
+    split_bits_option,
+)
 
 
 def add_parsers(sub) -> None:
@@ -24,7 +32,22 @@ def add_parsers(sub) -> None:
     adaptive_args(sp)
     sp.add_argument("--decisions", metavar="FILE", help="UGAL-L: append every decision "
                     "round as one JSON line (time, mean non-minimal share, per destination)")
+    sp.add_argument("--control", metavar="SOCKET", help="Unix socket for live updates "
+                    "('fabroute load SOCKET NEWDIR')")
+    sp.add_argument("--drain", type=drain_option, metavar="SECONDS", help="two-phase "
+                    "updates: how long packets of the old version may stay in flight "
+                    f"(default {DRAIN_S})")
+    sp.add_argument("--no-link-repair", action="store_true", help="leave the tables as they "
+                    "are when a port goes down or up (default: route around a failed cable, "
+                    "restore the tables when it comes back)")
     sp.set_defaults(func=cmd_controller)
+
+    sp = sub.add_parser("load", help="apply a new table directory to a running controller "
+                        "(--control SOCKET) as a live, consistent update; prints its report")
+    sp.add_argument("socket", metavar="SOCKET")
+    sp.add_argument("dir", metavar="NEWDIR")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_load)
 
     sp = sub.add_parser("pki", help="certificates for OpenFlow over TLS: a CA and the "
                         "controller's (made once), and a switch certificate carrying the "
@@ -79,11 +102,36 @@ def cmd_controller(args) -> int:
         raise BadInput(f"controller: --listen {args.listen}: plain TCP leaves switches "
                        "unauthenticated; expected a loopback address, --tls PKI_DIR, or "
                        "--insecure-tcp")
+    from controller.openflow.update import proven_tables
+
     ts = proven_tables(Path(args.dir))
     run(ts, args.listen, Path(args.status) if args.status else None,
         Path(args.log) if args.log else None, tls, adaptive_of(args),
-        Path(args.decisions) if args.decisions else None)
+        Path(args.decisions) if args.decisions else None,
+        Path(args.control) if args.control else None, args.drain, not args.no_link_repair)
     return 0
+
+
+def cmd_load(args) -> int:
+    from controller.openflow.control import request
+
+    d = Path(args.dir)
+    if not d.is_dir():
+        raise BadInput(f"load: NEWDIR={d} is not a directory; expected the --out of "
+                       "'fabroute tables' or 'fabroute expand'")
+    rep = request(Path(args.socket), {"load": str(d.resolve())})
+    if rep.get("bad_input"):
+        raise BadInput(rep["error"])
+    if args.json:
+        print(json.dumps(rep))
+    elif rep.get("ok"):
+        phases = ", ".join(f"{p['name']} {p['messages']} msgs {p['seconds'] * 1e3:.0f} ms"
+                           for p in rep.get("phases", []))
+        print(f"{rep.get('mode')}: {rep.get('from', '')} -> {rep.get('to', '')}; {phases}; "
+              f"verified {rep.get('verified', '-')} switches")
+    else:
+        print(f"load: {rep.get('error', 'failed')}", file=sys.stderr)
+    return 0 if rep.get("ok") else 1
 
 
 def cmd_pki(args) -> int:
@@ -91,20 +139,3 @@ def cmd_pki(args) -> int:
 
     print(json.dumps(make_pki(Path(args.dir), parse_dpids(args.dpids), args.name)))
     return 0
-
-
-def proven_tables(d: Path):
-    """The table set of ``d`` if, and only if, ``fabroute verify d`` would accept it: tables
-    proven against what fabroute computes, every file checked against the manifest and
-    derived again (:func:`tablegen.exports.files.prove_table_dir`).  Anything else is
-    refused before a socket opens: one line, exit 2."""
-    from tablegen.exports.files import prove_table_dir
-
-    ts, rep, files = prove_table_dir(d)
-    errors = rep.errors if not rep.ok else files["errors"] if not files["ok"] else []
-    if errors:
-        more = len(errors) + (files["error_count"] - len(files["errors"]) if files else 0) - 1
-        raise BadInput(f"controller: {d} fails verification: {errors[0]}"
-                       + (f" (and {more} more)" if more > 0 else "")
-                       + "; expected a table set that 'fabroute verify' accepts")
-    return ts

@@ -41,6 +41,15 @@ def add_parsers(sub) -> None:
     g.add_argument("--duration", type=duration_option, default=10.0,
                    help="seconds of each traffic phase (default 10)")
     g.add_argument("--json", action="store_true", help="print only the JSON report")
+    g = sp.add_argument_group("live updates under a probe stream (instead of the probes)")
+    g.add_argument("--expand", type=int, metavar="N", help="DSN-F: grow the running fabric "
+                   "by N switches (the controller applies the grown tables live, then the new "
+                   "switches, hosts and cables join)")
+    g.add_argument("--fail", metavar="A:B[,C:D...]", help="take these links down (switch ids "
+                   "as in `fabroute topology SPEC --json`), let the controller route around "
+                   "them, then bring them back")
+    g.add_argument("--rate", type=float, default=200.0, help="probes per second per pair "
+                   "(default 200)")
     adaptive_args(sp)
     sp.set_defaults(func=cmd_emulate)
 
@@ -76,9 +85,21 @@ def cmd_emulate(args) -> int:
             parse(t)
         except ValueError as e:
             raise BadInput(f"emulate: --traffic {e}") from None
+    fail = None
+    if args.fail is not None:
+        from tablegen.topologies.failures import parse_failures, without_links
+
+        fail = parse_failures(args.fail)
+        without_links(topo, fail)          # a link that does not exist: exit 2, nothing run
+    if args.expand is not None and args.fail is not None:
+        raise BadInput("emulate: --expand and --fail exclude each other; expected one")
+    if not 0 < args.rate <= 2000:
+        raise BadInput(f"emulate: --rate {args.rate:g}; expected 0 < probes/s <= 2000")
     ts, _ = verified_tables(topo, args, con, "emulate")
     if ts is None:
         return 1
+    if args.expand is not None or fail is not None:
+        return _emulate_live(ts, args, fail, con)
     if args.traffic:
         return _emulate_load(ts, args, con)
     try:
@@ -89,6 +110,22 @@ def cmd_emulate(args) -> int:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
     return 0 if report["ok"] else 1
+
+
+def _emulate_live(ts, args, fail, con) -> int:
+    from emulation.mininet.liverun import run_expand, run_fail
+
+    log = (lambda *_a, **_k: None) if args.json else con.log
+    try:
+        if args.expand is not None:
+            rep = run_expand(ts, args.expand, rate=args.rate, log=log)
+        else:
+            rep = run_fail(ts, fail, rate=args.rate, log=log)
+    except RunFailed as e:
+        print(f"emulate: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(rep, indent=1 if args.json else None))
+    return 0 if rep["ok"] else 1
 
 
 def _emulate_load(ts, args, con) -> int:

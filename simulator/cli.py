@@ -4,9 +4,11 @@
     fabroute sweep SPEC --routing R [R ...] --traffic T --loads 0.1,0.2,... [--config FILE]
                    [--seed S] [--workers W] [--out PATH]
     fabroute sweep --experiment simulator/experiments/dragonfly-fig8a.toml [--out PATH]
+    fabroute growth --experiment simulator/experiments/dsnf-growth.toml [--out PATH] [-j W]
 
 An experiment file with ``vary = "KEY"`` and ``values = [...]`` (and ``references``) sweeps
-that SimConfig key at fixed loads instead (:mod:`simulator.vary`).
+that SimConfig key at fixed loads instead (:mod:`simulator.vary`).  ``growth`` runs DSN-F
+grown in steps (:mod:`simulator.growth`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,15 @@ def add_parsers(subparsers) -> None:
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_sweep)
+
+    g = subparsers.add_parser("growth", help="DSN-F grown in steps: saturation and latency "
+                              "per size, beside diameter and ASPL (simulator.growth)")
+    g.add_argument("--experiment", "-e", required=True,
+                   help="growth experiment file (simulator/experiments/dsnf-growth.toml)")
+    g.add_argument("--workers", "-j", type=jobs_option, help=f"processes, 1..{MAX_JOBS}")
+    g.add_argument("--out", "-o", help="output path without suffix (.json and .png)")
+    g.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    g.set_defaults(func=cmd_growth)
 
 
 def add_bound_args(parser) -> None:
@@ -244,6 +255,27 @@ def cmd_sweep(args) -> int:
                 "latency_avg": p["latency_avg"] and round(p["latency_avg"], 2),
                 "saturated": p["saturated"]} for p in res["points"]]
     json.dump({"out": str(out) if out else None, "points": summary}, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+def cmd_growth(args) -> int:
+    """``fabroute growth -e FILE``: :func:`simulator.growth.growth` from an experiment file;
+    prints per (network, routing) the saturation interval and the latencies."""
+    from simulator.growth import growth, load
+
+    try:
+        exp, cfg = load(args.experiment)
+    except (ValueError, KeyError, OSError) as e:
+        raise BadInput(f"growth: {e}") from None
+    out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
+    res = growth(exp["spec"], exp["sizes"], exp["routings"], exp["traffic"], exp["loads"], cfg,
+                 exp["search_steps"], exp["seed"], args.workers or exp["workers"], out,
+                 exp.get("figure"), not args.quiet)
+    summary = [{k: x[k] for k in ("n", "p", "routing", "bound", "saturation", "first_saturated",
+                                  "accepted_at_saturation", "latency")}
+               for x in res["results"]]
+    json.dump({"out": str(out) if out else None, "results": summary}, sys.stdout, indent=1)
     print()
     return 0
 

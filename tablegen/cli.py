@@ -95,7 +95,7 @@ def cmd_analyze(args) -> int:
 
 def build_and_verify(topo: Topology, args, con=None):
     """Build the tables, verify them and tighten the VC count to what the tables use."""
-    from tablegen.verify import verify
+    from tablegen.verify import tighten, verify
 
     status = con.status if con is not None else (lambda _msg: contextlib.nullcontext())
     t0 = time.perf_counter()
@@ -105,9 +105,8 @@ def build_and_verify(topo: Topology, args, con=None):
     with status(f"{args.routing}: verifying (walks, channel dependency graph)…"):
         rep = verify(ts)
     t2 = time.perf_counter()
-    if rep.ok and rep.vcs_used < ts.num_vcs and getattr(args, "vcs", None) is None:
-        ts.num_vcs = rep.vcs_used  # VCs never saturated, so fewer VCs route identically
-        rep.num_vcs = ts.num_vcs
+    if getattr(args, "vcs", None) is None:
+        tighten(ts, rep)
     if con is not None:
         con.log(f"{args.routing}: tables {t1 - t0:.2f} s, verify {t2 - t1:.2f} s")
     return ts, rep

@@ -161,6 +161,19 @@ def test_port_check_accepts_empty_host_ports_and_refuses_another_fabric():
     why = fab.check_ports(0, host | (net - {7}))
     assert "missing [7]" in why and "tables of another fabric?" in why
     assert "unexpected [12]" in fab.check_ports(0, host | net | {12})
+    # a new switch connects before its cables (growth): served, its ports listed as missing
+    assert fab.check_ports(0, host) is None and fab.missing_ports(0, host) == sorted(net)
+    # degraded tables: the failed cable's port is still there (down), not another fabric
+    from tablegen.routing.build import build_tables
+    from tablegen.topologies.failures import without_links
+
+    topo = fab.topo
+    b = int(topo.adj[0, 2])
+    deg = Fabric(build_tables(without_links(topo, [(0, b)]), "min"))
+    assert deg.expected_ports(0)[1] == net - {7}
+    assert deg.check_ports(0, host | net) is None
+    assert deg.check_ports(0, host | (net - {7})) is None
+    assert "unexpected [12]" in deg.check_ports(0, host | net | {12})
 
 
 def choice_targets(prog) -> list[int]:

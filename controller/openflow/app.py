@@ -35,9 +35,12 @@ from os_ken.controller.handler import (
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
-from controller.openflow.fabric import Fabric
+from controller.openflow.fabric import Fabric, SwitchState, generation_cookie
 from controller.openflow.messages import error_names
+from controller.openflow.update import Links, Update, control_tables
 from controller.tls import dpid_ranges
+from tablegen.errors import BadInput
+from tablegen.limits import DRAIN_S
 from tablegen.exports.openflow import T_INGRESS, dpid
 
 
@@ -46,6 +49,9 @@ class FabrouteApp(app_manager.OSKenApp):
     fabric: Fabric | None = None          # set by the launcher before the app starts
     status_path: Path | None = None
     decisions_path: Path | None = None
+    control = None                        # a listening Unix socket (``--control``), or None
+    drain: float = DRAIN_S                # two-phase updates: the old version's drain time
+    repair_links: bool = True             # port down/up: route around / restore the cable
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -58,6 +64,18 @@ class FabrouteApp(app_manager.OSKenApp):
         self._deciding: dict[int, list] = {}
         self._later: dict[int, dict] = {}     # decision entries waiting for a busy switch
         self._queues: dict[int, list] = {}    # the latest queue statistics of each switch
+        # live updates: barrier replies awaited by phase (dpid -> (xid, event)), one update
+        # at a time from the queue, the last one's report
+        self._waits: dict[int, tuple] = {}
+        self._updates = hub.Queue()
+        self._updating = False
+        self._last_update: dict | None = None
+        self._update_count = 0
+        self._links = Links(self.fabric.ts) if self.fabric is not None else None
+        if self.fabric is not None:
+            hub.spawn(self._updater)
+        if self.control is not None:
+            hub.spawn(self._serve_control)
         self._log = None
         if self.fabric is not None and self.fabric.decisions is not None:
             if self.decisions_path:
@@ -121,6 +139,11 @@ class FabrouteApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier(self, ev):
         dp = ev.msg.datapath
+        wait = self._waits.get(dp.id)
+        if wait is not None and wait[0] == ev.msg.xid:      # a phase of a live update
+            del self._waits[dp.id]
+            wait[1].set()
+            return
         if self.fabric.current(dp.id, dp) is None:
             return
         if dp.id in self._deciding:
@@ -249,6 +272,8 @@ class FabrouteApp(app_manager.OSKenApp):
 
     def _round(self):
         fab = self.fabric
+        if self._updating or fab.decisions is None:   # decisions are stamp entries: not
+            return                                    # while an update flips them
         changes, newly = fab.decisions.decide(time.monotonic())
         for u in newly:
             self.logger.warning("switch %d answered no statistics for %.1f s: its decisions "
@@ -323,9 +348,156 @@ class FabrouteApp(app_manager.OSKenApp):
         if not r["pending"]:
             del self._stats[dp.id]
 
+    # -- live updates ----------------------------------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        m = ev.msg
+        dp, d, o = m.datapath, m.desc, m.datapath.ofproto
+        st = self.fabric.current(dp.id, dp)
+        if st is None or not self.repair_links:
+            return
+        up = (m.reason != o.OFPPR_DELETE and not d.state & o.OFPPS_LINK_DOWN
+              and not d.config & o.OFPPC_PORT_DOWN)
+        if self._links.port(st.switch, d.port_no, up):
+            self.logger.warning("switch %d port %d %s: failed cables now %s", st.switch,
+                                d.port_no, "up" if up else "down",
+                                sorted(self._links.failed()) or "none")
+            self._updates.put(("links", f"switch {st.switch} port {d.port_no} "
+                               f"{'up' if up else 'down'}", time.time(), None))
+
+    def _updater(self):
+        """Apply the queued updates one at a time: a table directory loaded over the control
+        socket, or the tables of the cables that work now (port events coalesce: the target
+        is computed when the update starts)."""
+        while True:
+            kind, why, t_event, reply = self._updates.get()
+            try:
+                if kind == "load":
+                    old = self._links
+                    self._links = Links(why)
+                    self._links.down = old.down
+                    why = f"load {why.topo.name()} ({why.routing})"
+                target = self._links.target()
+                if target is self.fabric.ts or generation_cookie(target) == self.fabric.cookie:
+                    rep = {"ok": True, "mode": "none", "reason": why, "changed": False}
+                else:
+                    rep = self._apply(target, why, t_event)
+            except Exception as e:        # reported, never the end of the loop
+                self.logger.exception("update failed")
+                rep = {"ok": False, "reason": why, "error": f"{type(e).__name__}: {e}"}
+            self._last_update = rep
+            self._update_count += 1
+            self._write_status()
+            if reply is not None:
+                reply.put(rep)
+
+    def _apply(self, target, why: str, t_event: float) -> dict:
+        upd = Update(self.fabric, target, drain=self.drain)
+        old = self.fabric
+        self.logger.warning("update (%s): %s, %s -> %s", why, upd.mode, old.topo.name(),
+                            target.topo.name())
+        live = {st.switch: st for st in old.switches.values() if st.state == "verified"}
+        rep = dict(upd.summary(), ok=True, reason=why, t_event=t_event, t_start=time.time(),
+                   switches=len(live), phases=[])
+        self._updating = True
+        try:
+            phases = upd.phases(sorted(live))
+            rep["t_planned"] = time.time()
+            for ph in phases:
+                t0 = time.monotonic()
+                late = self._send_phase(ph, {dpid(u): st for u, st in live.items()})
+                rep["phases"].append({"name": ph.name, "messages": ph.count(),
+                                      "switches": len(ph.msgs), "unanswered": late,
+                                      "seconds": round(time.monotonic() - t0, 4)})
+                rep["t_last_flow_mod"] = time.time()
+                if ph.name in ("flip", "delete"):    # the new program is in force
+                    rep["t_in_force"] = rep["t_last_flow_mod"]
+                if ph.wait:
+                    hub.sleep(ph.wait)
+            new = upd.new
+            if old.adapted is not None and new.plan_.decide is not None:
+                new.adapt(*old.adapted)         # shares start minimal again
+            for dp_id, st in old.switches.items():
+                new.switches[dp_id] = SwitchState(st.switch, new.program(st.switch),
+                                                  state="reading", conn=st.conn)
+            self.fabric = new
+            self._later.clear()
+            self._deciding.clear()
+            for st in list(new.switches.values()):
+                self._read(st.conn)            # read back: verified against the new program
+        finally:
+            self._updating = False
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+                st.state in ("reading", "repairing") for st in self.fabric.switches.values()):
+            hub.sleep(0.02)
+        states = [st.state for st in self.fabric.switches.values()]
+        rep.update(t_verified=time.time(), verified=states.count("verified"),
+                   failed=states.count("failed"),
+                   repairs=sum(st.repairs for st in self.fabric.switches.values()))
+        rep["ok"] = rep["failed"] == 0 and all(not p["unanswered"] for p in rep["phases"])
+        self.logger.warning("update done: %s", json.dumps(rep))
+        return rep
+
+    def _send_phase(self, ph, states: dict) -> int:
+        """Send each switch its messages of phase ``ph`` and a barrier; wait for every
+        barrier reply (10 s at most).  Returns how many did not come."""
+        events = []
+        for d, msgs in ph.msgs.items():
+            dp = states[d].conn
+            for m in msgs:
+                m.datapath = dp
+                dp.send_msg(m)
+            states[d].flow_mods += len(msgs)
+            barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
+            ev = hub.Event()
+            self._waits[dp.id] = (None, ev)
+            dp.send_msg(barrier)
+            self._waits[dp.id] = (barrier.xid, ev)
+            events.append(ev)
+        deadline = time.monotonic() + 10
+        late = 0
+        for ev in events:
+            if not ev.wait(max(0.0, deadline - time.monotonic())):
+                late += 1
+        return late
+
+    def _serve_control(self):
+        while True:
+            sock, _ = self.control.accept()
+            hub.spawn(self._control_client, sock)
+
+    def _control_client(self, sock):
+        """One request per connection, one JSON line each way: ``{"load": DIR}`` (a proven
+        table directory of this fabric: applied as a live update, answered when done) or
+        ``{"status": true}``."""
+        with sock:
+            f = sock.makefile("rwb")
+            try:
+                req = json.loads(f.readline() or b"{}")
+                if "load" in req:
+                    ts = control_tables(req["load"], self.fabric.ts)
+                    reply = hub.Queue()
+                    self._updates.put(("load", ts, time.time(), reply))
+                    rep = reply.get()
+                else:
+                    rep = {"ok": True, "status": self.fabric.status()}
+            except BadInput as e:
+                rep = {"ok": False, "bad_input": True, "error": str(e)}
+            except Exception as e:
+                self.logger.exception("control request failed")
+                rep = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            f.write(json.dumps(rep).encode() + b"\n")
+            f.flush()
+
     def _write_status(self):
         if self.status_path is None:
             return
+        st = self.fabric.status()
+        st["update"] = self._last_update
+        st["updates"] = self._update_count
+        st["updating"] = self._updating
+        st["failed_links"] = sorted(map(list, self._links.failed())) if self._links else []
         tmp = self.status_path.with_name(self.status_path.name + f".tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.fabric.status()))
+        tmp.write_text(json.dumps(st))
         os.replace(tmp, self.status_path)

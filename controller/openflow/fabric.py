@@ -14,7 +14,9 @@ rounds is reported failed.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from controller.openflow import messages as msg
 from tablegen.exports.openflow import (
@@ -25,6 +27,7 @@ from tablegen.exports.openflow import (
     plan,
     program,
     switch_of_dpid,
+    version_flows,
 )
 from tablegen.tables import TableSet
 
@@ -80,12 +83,15 @@ class SwitchState:
 class Fabric:
     """Decisions for one table set.  ``program`` records are computed once per switch."""
 
-    def __init__(self, ts: TableSet, split_bits: int = SPLIT_BITS):
+    def __init__(self, ts: TableSet, split_bits: int = SPLIT_BITS, version: int = 0):
         self.ts = ts
         self.topo = ts.topo
         self.cookie = generation_cookie(ts)
         self.plan_ = plan(ts, split_bits)
+        self.split_bits = split_bits
+        self.version = version     # the program version (0 or 1) a two-phase update flips
         self.decisions = None      # controller.openflow.adaptive.Decisions (UGAL-L, adaptive)
+        self.adapted = None
         self._programs: dict[int, Program] = {}
         self._intended: dict[int, tuple[dict, dict]] = {}
         self.switches: dict[int, SwitchState] = {}      # by dpid
@@ -102,7 +108,7 @@ class Fabric:
         """The switch's program, with the current decisions of an adaptive UGAL-L."""
         if switch not in self._programs:
             shares = self.decisions.shares(switch) if self.decisions is not None else None
-            self._programs[switch] = program(self.plan_, switch, shares)
+            self._programs[switch] = program(self.plan_, switch, shares, self.version)
         return self._programs[switch]
 
     def adapt(self, params, poll: float, link_bps: float | None = None) -> None:
@@ -113,6 +119,7 @@ class Fabric:
         if self.plan_.decide is None:
             raise ValueError(f"{self.ts.routing}: adaptive decisions need UGAL-L tables")
         self.decisions = Decisions(self, params, poll, link_bps)
+        self.adapted = (params, poll, link_bps)     # for the fabric a live update makes
 
     def decided(self, switch: int, flows: list) -> list:
         """Decision entries of ``switch`` changed to ``flows``: they become part of what the
@@ -120,6 +127,8 @@ class Fabric:
         that make it so (match and priority kept, actions replaced; cookie unchanged)."""
         self._programs.pop(switch, None)
         cached = self._intended.get(switch)
+        if self.plan_.versions:
+            flows = version_flows(flows, self.version)
         for f in flows:
             k, v = msg.canon_flow(f, self.cookie)
             if cached is not None:
@@ -167,18 +176,42 @@ class Fabric:
         return set(range(1, hs + 1)), net
 
     def check_ports(self, switch: int, ports) -> str | None:
-        """``None`` when the datapath's ports (reserved ones ignored) fit the tables: every
-        network port present, host ports among the switch's (a host port may be empty), no
-        other port; else a one-line reason — tables of another fabric, or miswiring."""
+        """``None`` when the datapath's ports (reserved ones ignored) fit the fabric: host
+        ports among the switch's (a host port may be empty), every network port of its
+        cables, no other port; else a one-line reason — tables of another fabric, or
+        miswiring.  Two exceptions for a living fabric: the port of a failed cable (degraded
+        tables) may be there or not, and a switch with no network port at all is a new one
+        whose cables come after it (growth: :meth:`missing_ports` lists them)."""
         have = {int(p) for p in ports if int(p) < 0xFF00}
         host, net = self.expected_ports(switch)
-        missing, extra = sorted(net - have), sorted(have - net - host)
+        failed = self._failed_ports(switch)
+        extra = sorted(have - net - host - failed)
+        missing = sorted(net - have) if have & (net | failed) else []
         if not missing and not extra:
             return None
         return (f"switch {switch} of {self.topo.name()} has ports {sorted(have)[:12]}; the "
                 f"tables need network ports {sorted(net)[:12]} and host ports <= "
                 f"{len(host)} (missing {missing[:8]}, unexpected {extra[:8]}): tables of "
                 f"another fabric?")
+
+    def missing_ports(self, switch: int, ports) -> list[int]:
+        """Network ports the tables route over that the datapath does not have."""
+        have = {int(p) for p in ports}
+        return sorted(self.expected_ports(switch)[1] - have)
+
+    def _failed_ports(self, switch: int) -> set[int]:
+        """Port numbers of ``switch``'s failed cables (a degraded table set), from the intact
+        fabric its name gives."""
+        if "fail" not in self.topo.params:
+            return set()
+        if not hasattr(self, "_intact"):
+            from tablegen.verify import rebuilt_topology
+
+            params = {k: v for k, v in self.topo.params.items() if k != "fail"}
+            self._intact = rebuilt_topology(replace(self.topo, params=params, _links=None))
+        hs = int(self.topo.hosts[switch])
+        return {hs + 1 + int(j) for j in np.flatnonzero(
+            (self._intact.adj[switch] >= 0) & (self.topo.adj[switch] < 0))}
 
     def check_certificate(self, dpid: int, ranges: list[tuple[int, int]] | None) -> str | None:
         """``None`` when a datapath may claim ``dpid``: always over plain TCP (``ranges`` is
@@ -247,9 +280,7 @@ class Fabric:
         are deleted strictly, missing or changed ones (re-)added."""
         st = self.switches[dpid]
         out = []
-        for gid in diff.extra_groups:
-            out.append(msg.parser.OFPGroupMod(None, msg.ofp.OFPGC_DELETE, msg.ofp.OFPGT_SELECT,
-                                              gid, []))
+        out += [msg.group_delete(gid) for gid in diff.extra_groups]
         for g, present in diff.wrong_groups:
             out.append(msg.group_mod(g, msg.ofp.OFPGC_MODIFY if present else msg.ofp.OFPGC_ADD))
         for table, prio, m in diff.extra_flows:
@@ -282,7 +313,8 @@ class Fabric:
                for dpid, st in sorted(self.switches.items())}
         states = [st.state for st in self.switches.values()]
         return {"routing": self.ts.routing, "topology": self.topo.name(),
-                "cookie": f"0x{self.cookie:016x}", "switches": self.topo.n_switches,
+                "cookie": f"0x{self.cookie:016x}", "version": self.version,
+                "switches": self.topo.n_switches,
                 "connected": len(states), "verified": states.count("verified"),
                 "failed": states.count("failed"), "refused": self.refused,
                 "refusals": self.refusals,

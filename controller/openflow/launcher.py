@@ -88,6 +88,34 @@ def bind(host: str, port: int) -> socket.socket:
     return s
 
 
+def bind_control(path: Path) -> socket.socket:
+    """The control socket (``--control``): a Unix socket only this user may connect to
+    (mode 0600); a stale socket file left by a dead controller is replaced, anything else
+    at ``path`` is refused (:class:`BadInput`)."""
+    import stat
+
+    path = Path(path)
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None:
+        if not stat.S_ISSOCK(mode):
+            raise BadInput(f"controller: --control {path} exists and is not a socket; expected "
+                           "a new path (or a socket a controller left)")
+        path.unlink()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(str(path))
+        os.chmod(path, 0o600)
+        s.listen(8)
+    except OSError as e:
+        s.close()
+        raise BadInput(f"controller: --control {path}: {e.strerror}; expected a writable "
+                       "directory") from None
+    return s
+
+
 class RateLimit(logging.Filter):
     """Warnings and errors: each message at most ``burst`` times per ``period`` seconds, and
     each kind of message (its format string) at most ``kind_burst`` times, whatever its
@@ -132,14 +160,19 @@ class RateLimit(logging.Filter):
 
 def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         log_file: Path | None = None, tls=None, adaptive: dict | None = None,
-        decisions: Path | None = None) -> None:
+        decisions: Path | None = None, control: Path | None = None,
+        drain: float | None = None, repair_links: bool = True) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
     SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
     :class:`controller.tls.Pki`) is given; UGAL-L with adaptive decisions (``adaptive``, see
-    :func:`fabric_of`), each round appended to ``decisions`` (JSON lines).  Never returns.
-    Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
+    :func:`fabric_of`), each round appended to ``decisions`` (JSON lines); live updates
+    over the Unix socket ``control`` (``fabroute load``), two-phase ones waiting ``drain``
+    seconds, and cables routed around / restored on port down / up unless not
+    ``repair_links``.  Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before
+    anything listens."""
     fabric = fabric_of(table_set, adaptive)
     host, _, port = listen.rpartition(":")
+    ctl = bind_control(control) if control is not None else None
     server = bind(host, int(port))
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
     from os_ken.lib import hub  # noqa: I001  (the order of these imports matters)
@@ -172,6 +205,10 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     FabrouteApp.fabric = fabric
     FabrouteApp.status_path = status
     FabrouteApp.decisions_path = decisions
+    FabrouteApp.control = GreenSocket(ctl) if ctl is not None else None
+    FabrouteApp.repair_links = repair_links
+    if drain is not None:
+        FabrouteApp.drain = drain
 
     def stop(signum, _frame):
         logging.getLogger("fabroute").info("signal %d: exiting", signum)

@@ -16,14 +16,31 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tablegen.exports.openflow import Flow, Group
 
 __all__ = ["actions", "canon_flow", "canon_group", "canon_stats_flow", "canon_stats_group",
-           "delete_flow", "error_names", "flow_mod", "group_mod", "instructions", "match",
-           "modify_flow"]
+           "delete_flow", "error_names", "flow_mod", "group_delete", "group_mod", "instructions",
+           "match", "modify_flow"]
 
 ALL_META = 0xFFFFFFFFFFFFFFFF
 
 
+# os-ken builds a match or an action at about 0.1 ms; most entries repeat from switch to switch
+# (forwarding by destination), so a live update's thousands of messages share them
+_CACHE_MAX = 1 << 17
+_matches: dict = {}
+_canon_inst: dict = {}
+
+
+def _cached(cache: dict, key, make):
+    v = cache.get(key)
+    if v is None:
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        v = cache[key] = make()
+    return v
+
+
 def match(f: Flow) -> parser.OFPMatch:
-    return parser.OFPMatch(**dict(f.match))
+    """The flow's match (one object per distinct match: messages only read it)."""
+    return _cached(_matches, f.match, lambda: parser.OFPMatch(**dict(f.match)))
 
 
 def actions(acts) -> list:
@@ -95,6 +112,10 @@ def error_names(type_: int, code: int) -> str:
     return f"{t}/{ofp.ofp_error_code_to_str(type_, code).rsplit('(', 1)[0]}"
 
 
+def group_delete(group_id: int, datapath=None) -> parser.OFPGroupMod:
+    return parser.OFPGroupMod(datapath, ofp.OFPGC_DELETE, ofp.OFPGT_SELECT, group_id, [])
+
+
 def group_mod(g: Group, command: int = ofp.OFPGC_ADD, datapath=None) -> parser.OFPGroupMod:
     buckets = [parser.OFPBucket(weight=w, watch_port=ofp.OFPP_ANY, watch_group=ofp.OFPG_ANY,
                                 actions=actions(acts)) for w, acts in g.buckets]
@@ -144,8 +165,10 @@ def _canon_instructions(inst) -> tuple:
 def canon_flow(f: Flow, cookie: int) -> tuple:
     """``(table, priority, match)`` key and ``(cookie, instructions)`` value of a flow we mean
     to install, in the form :func:`canon_stats_flow` gives a switch's report."""
-    return (f.table, f.priority, _canon_match(match(f))), (cookie, _canon_instructions(
-        instructions(f)))
+    key = (f.table, f.priority, _cached(_canon_inst, ("m", f.match),
+                                        lambda: _canon_match(match(f))))
+    return key, (cookie, _cached(_canon_inst, ("i", f.actions),
+                                 lambda: _canon_instructions(instructions(f))))
 
 
 def canon_stats_flow(st) -> tuple:

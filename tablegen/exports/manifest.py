@@ -103,32 +103,36 @@ def _first_difference(path: Path, expected: Iterable[bytes | str], what: str,
     """Compare file ``path`` with the chunks a producer yields, reading both in step; returns
     (first difference or None, sha256 of the file, its size).  Memory O(chunk)."""
     fd = open_regular(path, what)
+    try:
+        # the file object owns fd from here: os.fdopen(closefd=False) is not honoured under
+        # eventlet's patched os (the controller proves directories in its hub)
+        f = open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
     h = hashlib.sha256()
     size = line = 0
-    try:
+    with f:
         if (n := os.fstat(fd).st_size) > cap:
             raise BadInput(f"{what}: {n} bytes; expected at most {cap}")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            for chunk in expected:
-                want = chunk.encode() if isinstance(chunk, str) else bytes(chunk)
-                got = f.read(len(want))
-                h.update(got)
-                size += len(got)
-                if got != want:
-                    at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
-                              min(len(got), len(want)))
-                    line += got.count(b"\n", 0, at)
-                    if at < len(got):
-                        return f"{what}: line {line + 1} differs from what the proven tables " \
-                               "give", "", size
-                    return f"{what}: ends at line {line + 1}, before what the proven " \
-                           "tables give", "", size
-                line += got.count(b"\n")
-            if f.read(1):
-                return f"{what}: goes on after line {line}, past what the proven tables " \
-                       "give", "", size
-    finally:
-        os.close(fd)
+        for chunk in expected:
+            want = chunk.encode() if isinstance(chunk, str) else bytes(chunk)
+            got = f.read(len(want))
+            h.update(got)
+            size += len(got)
+            if got != want:
+                at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                          min(len(got), len(want)))
+                line += got.count(b"\n", 0, at)
+                if at < len(got):
+                    return f"{what}: line {line + 1} differs from what the proven tables " \
+                           "give", "", size
+                return f"{what}: ends at line {line + 1}, before what the proven " \
+                       "tables give", "", size
+            line += got.count(b"\n")
+        if f.read(1):
+            return f"{what}: goes on after line {line}, past what the proven tables " \
+                   "give", "", size
     return None, h.hexdigest(), size
 
 

@@ -1,0 +1,259 @@
+"""Live updates from one proven table set to another, as phases of OpenFlow messages.
+
+A plain class, like :class:`~controller.openflow.fabric.Fabric`: :class:`Update` compares what
+every switch holds under the old fabric with what it must hold under the new one and returns
+the messages of each phase; the os-ken app sends a phase to every switch, waits for every
+barrier reply, and only then starts the next (``docs/updates.md`` has the proofs).
+
+``ordered`` (the table diff allows it: no entry toward an existing destination changes, no
+cable goes, VCs stay; DSN-F growth with its own routing):
+
+1. *add*: entries and groups the old program lacks (new destinations, the ports of new
+   cables);
+2. *modify*: entries in both, re-added with the new generation's cookie (the actions of
+   aggregated group entries may change; the exceptions they need were added in 1);
+3. *delete*: entries the new program lacks.
+
+At every moment each switch forwards every existing destination as both programs do, so no
+packet between existing hosts sees a difference, whatever the order in which switches apply
+a phase.
+
+``two-phase`` (Reitblatt et al., "Abstractions for Network Update", SIGCOMM 2012):
+
+1. *install*: the new program under the other version tag
+   (:func:`tablegen.exports.openflow.versioned`) beside the old, everything but the entries
+   that stamp packets from hosts; no packet matches it yet;
+2. *flip*: the stamping entries, replaced in place: from its barrier on, a switch tags what
+   its hosts send with the new version;
+3. *drain*: ``drain`` seconds for packets of the old version still in flight;
+4. *remove*: the old version's entries and groups.
+
+A packet is stamped once, at its first switch, and every later entry it can match belongs to
+its version (or is equal in both), so it is forwarded entirely by the old program or
+entirely by the new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from controller.openflow import messages as msg
+from tablegen.errors import BadInput
+from tablegen.limits import DRAIN_S
+from controller.openflow.fabric import Fabric
+from tablegen.exports.openflow import dpid, is_stamp
+from tablegen.tables import TableSet
+from tablegen.update import table_diff
+
+__all__ = ["Links", "Phase", "Update", "control_tables", "proven_tables"]
+
+
+
+@dataclass
+class Phase:
+    """Messages per switch (by datapath id) to send before one barrier round."""
+
+    name: str
+    msgs: dict = field(default_factory=dict)
+    wait: float = 0.0              # seconds to wait after every switch's barrier reply
+
+    def count(self) -> int:
+        return sum(len(m) for m in self.msgs.values())
+
+
+class Update:
+    """The update of the switches of ``old`` (a :class:`Fabric`, holding their current
+    programs) to the proven table set ``new`` (same switch ids).
+
+    ``mode``: ``ordered``, ``two-phase`` or ``None`` (the table diff decides: ``ordered``
+    when it allows it).  ``ValueError`` for ``ordered`` where the diff does not allow it,
+    and for ``two-phase`` where the VIDs leave no version bit.
+    """
+
+    def __init__(self, old: Fabric, new: TableSet, mode: str | None = None,
+                 drain: float = DRAIN_S):
+        self.old = old
+        self.diff = table_diff(old.ts, new)
+        allowed = self.diff["order"]["consistency"]
+        if mode is None:
+            mode = allowed
+        if mode == "ordered" and allowed != "ordered":
+            raise ValueError(f"update {old.topo.name()} -> {new.topo.name()}: entries toward "
+                             "existing destinations, cables or VCs change; expected two-phase")
+        version = old.version if mode == "ordered" else 1 - old.version
+        self.new = Fabric(new, old.split_bits, version=version)
+        if mode == "two-phase" and not (self.new.plan_.versions and old.plan_.versions):
+            raise ValueError(f"update to {new.topo.name()}: its VIDs leave no bit for the "
+                             "version tag; a two-phase update is not possible")
+        self.mode, self.drain = mode, drain
+
+    def phases(self, switches):
+        """The phases for the connected ``switches`` (switch ids), one at a time: a
+        two-phase update's *remove* is computed after the flip (it is not on the way to the
+        new program)."""
+        switches = list(switches)
+        if self.mode == "ordered":
+            out = [Phase("add"), Phase("modify"), Phase("delete")]
+            for u in switches:
+                for ph, m in zip(out, self._ordered(u)):
+                    if m:
+                        ph.msgs[dpid(u)] = m
+            yield from out
+            return
+        out = [Phase("install"), Phase("flip", wait=self.drain)]
+        for u in switches:
+            for ph, m in zip(out, self._two_phase(u)):
+                if m:
+                    ph.msgs[dpid(u)] = m
+        yield from out
+        remove = Phase("remove")
+        for u in switches:
+            if (m := self._remove(u)):
+                remove.msgs[dpid(u)] = m
+        yield remove
+
+    def _both(self, u: int):
+        (of, og), (nf, ng) = self.old.intended(u), self.new.intended(u)
+        return of, og, nf, ng
+
+    def _ordered(self, u: int) -> tuple[list, list, list]:
+        of, og, nf, ng = self._both(u)
+        cookie = self.new.cookie
+        add = [msg.group_mod(g, msg.ofp.OFPGC_ADD) for gid, (_, g) in ng.items() if gid not in og]
+        add += [msg.flow_mod(f, cookie) for k, (_, f) in nf.items() if k not in of]
+        mod = [msg.group_mod(g, msg.ofp.OFPGC_MODIFY) for gid, (d, g) in ng.items()
+               if gid in og and og[gid][0] != d]
+        mod += [msg.flow_mod(f, cookie) for k, (v, f) in nf.items() if k in of and of[k][0] != v]
+        dele = [msg.delete_flow(f.table, f.priority, msg.match(f))
+                for k, (_, f) in of.items() if k not in nf]
+        dele += [msg.group_delete(gid) for gid in og if gid not in ng]
+        return add, mod, dele
+
+    def _two_phase(self, u: int) -> tuple[list, list]:
+        of, og, nf, ng = self._both(u)
+        cookie = self.new.cookie
+        install = [msg.group_mod(g, msg.ofp.OFPGC_ADD) for gid, (_, g) in ng.items()
+                   if gid not in og]
+        flip = []
+        for k, (v, f) in nf.items():
+            if is_stamp(f):
+                flip.append(msg.flow_mod(f, cookie))
+            elif k in of and of[k][0][1] != v[1]:
+                raise AssertionError(f"switch {u}: entry {k[:2]} differs between versions "
+                                     "outside the stamp")
+            else:               # new, or equal in both (network ingress): cookie updated
+                install.append(msg.flow_mod(f, cookie))
+        return install, flip
+
+    def _remove(self, u: int) -> list:
+        of, og, nf, ng = self._both(u)
+        out = [msg.delete_flow(f.table, f.priority, msg.match(f))
+               for k, (_, f) in of.items() if k not in nf]
+        return out + [msg.group_delete(gid) for gid in og if gid not in ng]
+
+    def summary(self) -> dict:
+        e = self.diff["entries"]
+        return {"mode": self.mode, "from": self.diff["from"], "to": self.diff["to"],
+                "version": self.new.version, "entries_added": e["added"],
+                "entries_changed": e["changed"], "entries_removed": e["removed"]}
+
+
+class Links:
+    """The cables a running fabric has lost, from OpenFlow port-status events, and the table
+    set that routes around them.
+
+    ``base`` is the proven table set the controller was started with (perhaps itself
+    degraded: its failed cables stay failed).  A cable counts as failed while either of its
+    ports is down; when every port is up again the target is ``base`` itself, so a link that
+    comes back restores the original tables exactly.
+    """
+
+    def __init__(self, base: TableSet):
+        from tablegen.topologies.failures import parse_failures
+        from tablegen.verify import rebuilt_topology
+
+        self.base = base
+        params = dict(base.topo.params)
+        fail = params.pop("fail", None)
+        self.known = frozenset(parse_failures(str(fail), "+")) if fail else frozenset()
+        self.intact = rebuilt_topology(replace(base.topo, params=params, _links=None)) \
+            if fail else base.topo
+        self.down: set[tuple[int, int]] = set()        # (switch, network port index)
+
+    def port(self, switch: int, port_no: int, up: bool) -> bool:
+        """A port of ``switch`` went up or down; whether the failed cables changed.  Host
+        ports and ports without a cable are ignored."""
+        t = self.intact
+        if not 0 <= switch < t.n_switches:
+            return False
+        j = t.port_index(switch, port_no)
+        if not 0 <= j < t.radix or t.adj[switch, j] < 0:
+            return False
+        before = self.failed()
+        (self.down.discard if up else self.down.add)((switch, j))
+        return self.failed() != before
+
+    def failed(self) -> frozenset:
+        """Failed switch pairs: those of the base set and those with a port down."""
+        return self.known | {tuple(sorted((u, int(self.intact.adj[u, j])))) for u, j in self.down}
+
+    def target(self) -> TableSet:
+        """The table set for the cables that work now: ``base`` when no more have failed,
+        else graph-minimal tables of ``base``'s routing without the failed cables,
+        verified (:class:`ValueError` naming the reason when they cannot be: the fabric
+        falls apart, or the routing cannot avoid failed cables)."""
+        failed = self.failed()
+        if failed == self.known:
+            return self.base
+        from tablegen.errors import TopologyError
+        from tablegen.routing.build import build_tables
+        from tablegen.topologies.failures import without_links
+        from tablegen.verify import tighten, verify
+
+        b = self.base
+        try:
+            ts = build_tables(without_links(self.intact, failed), b.routing,
+                              nonmin=b.params.get("nonmin"),
+                              ugal_threshold=b.params.get("ugal_threshold"))
+        except TopologyError as e:
+            raise ValueError(str(e)) from None
+        rep = verify(ts)
+        if not rep.ok:
+            raise ValueError(f"tables without {sorted(failed)} fail verification: "
+                             f"{rep.errors[0]}")
+        tighten(ts, rep)
+        return ts
+
+
+def proven_tables(d):
+    """The table set of ``d`` if, and only if, ``fabroute verify d`` would accept it: tables
+    proven against what fabroute computes, every file checked against the manifest and
+    derived again (:func:`tablegen.exports.files.prove_table_dir`).  Anything else is
+    refused: :class:`BadInput`, one line."""
+    from pathlib import Path
+
+    from tablegen.exports.files import prove_table_dir
+
+    d = Path(d)
+    ts, rep, files = prove_table_dir(d)
+    errors = rep.errors if not rep.ok else files["errors"] if not files["ok"] else []
+    if errors:
+        more = len(errors) + (files["error_count"] - len(files["errors"]) if files else 0) - 1
+        raise BadInput(f"controller: {d} fails verification: {errors[0]}"
+                       + (f" (and {more} more)" if more > 0 else "")
+                       + "; expected a table set that 'fabroute verify' accepts")
+    return ts
+
+
+def control_tables(d, current: TableSet) -> TableSet:
+    """:func:`proven_tables` of ``d``, refused unless it is a table set of the running
+    fabric with every switch id kept (the same fabric, grown, degraded or restored; a DSN-F
+    ``p -> p + 1`` transformation renumbers switches and is not applied live)."""
+    from tablegen.update import relation
+
+    ts = proven_tables(d)
+    how, relabel = relation(current.topo, ts.topo)
+    if relabel is not None:
+        raise BadInput(f"controller: {d}: {how} ({current.topo.name()} -> {ts.topo.name()}) "
+                       "renumbers switches; expected tables of this fabric with its switch ids")
+    return ts

@@ -1,0 +1,254 @@
+"""``fabroute emulate SPEC --expand N`` / ``--fail a:b``: a live update of a running fabric
+under continuous probe traffic, from the controller's first flow-mod to the last probe.
+
+*Growth* (DSN-F): the controller serves the tables of ``n`` switches; a probe stream runs
+between the existing hosts; the grown, verified table set is handed to the controller
+(``fabroute load``), which applies it as an ordered or two-phase update
+(``controller/openflow/update.py``); then the new switches and hosts are added to the running
+net (they connect and get their programs), then their cables; the new hosts are pinged until
+every one answers.
+
+*Failure*: a probe stream (including every pair whose path crosses the link) runs; the link
+goes down (both veth ends), the controller sees the port status, computes and verifies the
+tables without it and applies them (two-phase); then the link comes back and the original
+tables are restored.  The report gives the loss window on the probes' clock.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from controller.openflow.control import request
+from emulation.mininet.ctl import Controller, free_port
+from emulation.mininet.grow import add_cables, add_switches, set_link
+from emulation.mininet.net import cleanup_leftovers, emulate, ensure_ovs
+from emulation.mininet.session import PREFIX
+from emulation.mininet.stream import ProbeStream, default_pairs, reachable_after
+from tablegen.errors import BadInput, NotExpressible, RunFailed
+from tablegen.exports.files import write_table_set
+from tablegen.exports.openflow import plan
+from tablegen.routing.build import build_tables
+from tablegen.tables import TableSet
+from tablegen.update import table_diff
+from tablegen.verify import tighten, verify
+
+__all__ = ["run_expand", "run_fail"]
+
+STREAM_PAIRS = 32          # probe pairs (more overload the userspace datapath: docs/emulation.md)
+# a probe's send time is taken before its sendto and the barrier reply before the datapath's
+# cached flows are revalidated: losses may end a few ms after the flip's last barrier
+IN_FORCE_SLACK_MS = 20.0
+
+
+def _verified(topo, like: TableSet) -> tuple[TableSet, object]:
+    ts = build_tables(topo, like.routing, nonmin=like.params.get("nonmin"),
+                      ugal_threshold=like.params.get("ugal_threshold"))
+    rep = verify(ts)
+    if not rep.ok:
+        raise RunFailed(f"{like.routing} on {topo.name()} fails verification: {rep.errors[0]}")
+    tighten(ts, rep)
+    return ts, rep
+
+
+def _check(ts: TableSet) -> None:
+    try:
+        plan(ts)
+    except NotExpressible as e:
+        raise BadInput(f"emulate: {e}") from None
+
+
+def _controller(d: Path, ts: TableSet, drain: float | None) -> Controller:
+    write_table_set(ts, verify(ts), d / "old", ("openflow",))
+    args = ("--static", "--control", str(d / "ctl.sock"))
+    return Controller(d / "old", free_port(), d,
+                      args=args + (("--drain", str(drain)) if drain is not None else ()))
+
+
+def _wait_update(ctl: Controller, count: int, timeout: float = 60.0) -> dict:
+    """The controller's status once its ``count``-th update has ended."""
+    return ctl.wait_for(lambda st: st.get("updates", 0) >= count, timeout,
+                        f"update {count}")
+
+
+def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | None = None,
+               log=print) -> dict:
+    """Grow the running DSN-F fabric of ``ts`` by ``count`` switches (module doc); the
+    JSON-ready report: the stream's counts, ``new_hosts_reachable_s`` (from the moment
+    every switch, old and new, holds its verified program, which is after the last
+    flow-mod), the controller's update report and the times of every step."""
+    from tablegen.topologies.dsnf import add_nodes
+
+    topo = ts.topo
+    if topo.kind != "dsnf" or "fail" in topo.params:
+        raise BadInput(f"emulate --expand: {topo.name()} is not an intact dsnf fabric; "
+                       "expected dsnf:n=N")
+    try:
+        new_topo, cables = add_nodes(topo, count)
+    except Exception as e:               # TopologyError: past what the labels allow
+        raise BadInput(f"emulate --expand {count}: {e}") from None
+    _check(ts)
+    new_ts, _ = _verified(new_topo, ts)
+    _check(new_ts)
+    diff = table_diff(ts, new_ts)
+    ensure_ovs()
+    times: dict = {}
+    with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
+        d = Path(tmp)
+        write_table_set(new_ts, verify(new_ts), d / "new", ("openflow",))
+        ctl = _controller(d, ts, drain)
+        try:
+            with emulate(topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
+                ctl.wait_verified(topo.n_switches)
+                old_hosts = list(fnet.host_ids)
+                log(f"net up: {topo.n_switches} switches verified; probe stream on; growing "
+                    f"to {new_topo.n_switches} ({diff['order']['consistency']} update)")
+                with ProbeStream(fnet, default_pairs(old_hosts, STREAM_PAIRS),
+                                 rate=rate) as stream:
+                    time.sleep(1.0)
+                    t = time.monotonic()
+                    upd = request(d / "ctl.sock", {"load": str(d / "new")})
+                    if not upd.get("ok"):
+                        raise RunFailed(f"controller update failed: {upd}\n{ctl.log_tail()}")
+                    times["update_s"] = time.monotonic() - t
+                    t = time.monotonic()
+                    grown = add_switches(fnet, new_topo, cables)
+                    times["switches_added_s"] = grown["bridges"] - t
+                    ctl.wait_verified(new_topo.n_switches)
+                    t_programs = time.monotonic()
+                    times["new_switches_verified_s"] = t_programs - t
+                    wired = add_cables(fnet, cables.added)
+                    times["cables_added_s"] = wired["ports"] - t_programs
+                    new_hosts = [h for h in fnet.host_ids if h not in set(old_hosts)]
+                    reach = reachable_after(fnet, new_hosts, t_programs)
+                    time.sleep(1.0)
+                rep = stream.report()
+                after = ctl.status()
+        finally:
+            ctl.stop()
+            cleanup_leftovers(PREFIX)
+    return _report(ts, new_ts, rep, upd, after, times, {
+        "expand": count, "new_hosts": len(new_hosts),
+        "new_hosts_reachable_s": round(reach, 3),
+        "cables_added": len(cables.added),
+        "ok": (rep["lost"] == rep["misrouted"] == rep["duplicated"] == 0
+               and after.get("verified") == new_topo.n_switches and reach < 2.0)})
+
+
+def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = None,
+             down_s: float = 2.0, log=print) -> dict:
+    """Take the cables between each switch pair of ``pairs`` down under a probe stream, let
+    the controller route around them, bring them back and let it restore the tables
+    (module doc).  The report: the stream's counts and loss window (ms from the link going
+    down), the degraded tables' proof, both update reports, whether the original program
+    is back."""
+    from tablegen.topologies.failures import without_links
+
+    topo = ts.topo
+    try:
+        deg_topo = without_links(topo, pairs)
+    except Exception as e:
+        raise BadInput(f"emulate --fail: {e}") from None
+    _check(ts)
+    deg_ts, deg_rep = _verified(deg_topo, ts)
+    _check(deg_ts)
+    ensure_ovs()
+    times: dict = {}
+    with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
+        d = Path(tmp)
+        ctl = _controller(d, ts, drain)
+        try:
+            with emulate(topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
+                ctl.wait_verified(topo.n_switches)
+                original = ctl.status()["cookie"]
+                sp = _crossing(ts, fnet.host_ids, pairs) + default_pairs(fnet.host_ids,
+                                                                         STREAM_PAIRS)
+                sp = list(dict.fromkeys(sp))[:STREAM_PAIRS + 16]
+                log(f"net up: {topo.n_switches} switches verified; probe stream on "
+                    f"({len(sp)} pairs); failing {pairs}")
+                with ProbeStream(fnet, sp, rate=rate) as stream:
+                    time.sleep(1.0)
+                    t_down = max(set_link(fnet, a, b, False) for a, b in pairs)
+                    wall_down = time.time() - (time.monotonic() - t_down)
+                    down = _wait_update(ctl, 1)
+                    times["repaired_s"] = time.monotonic() - t_down
+                    time.sleep(down_s)
+                    t_up = max(set_link(fnet, a, b, True) for a, b in pairs)
+                    up = _wait_update(ctl, 2)
+                    times["restored_s"] = time.monotonic() - t_up
+                    time.sleep(1.0)
+                rep = stream.report(t_ref=t_down)
+                after = ctl.status()
+        finally:
+            ctl.stop()
+            cleanup_leftovers(PREFIX)
+    du, uu = down["update"], up["update"]
+    if not du.get("ok"):
+        raise RunFailed(f"controller: the repair failed: {du}")
+
+    def ms(t):
+        return round((t - wall_down) * 1e3, 1)
+
+    # ms after the link went down: the controller's port-status event, the start of the
+    # update (degraded tables computed and verified), the flip (the new program in force),
+    # the old version removed; and the first and last probe lost, by their send times
+    window = {"port_status_ms": ms(du["t_event"]), "update_start_ms": ms(du["t_start"]),
+              "planned_ms": ms(du["t_planned"]), "in_force_ms": ms(du["t_in_force"]),
+              "done_ms": ms(du["t_last_flow_mod"]),
+              "lost_from_ms": rep["first_lost_ms"], "lost_to_ms": rep["last_lost_ms"]}
+    return _report(ts, deg_ts, rep, du, after, times, {
+        "fail": [list(p) for p in pairs], "restore_update": _brief(uu),
+        "loss_window": window,
+        "degraded": {"topology": deg_topo.name(), "verified": deg_rep.ok,
+                     "vcs": deg_ts.num_vcs, "vcs_intact": ts.num_vcs,
+                     "cdg_acyclic": not deg_rep.cycle,
+                     "cdg_dependencies": deg_rep.cdg.get("dependencies", 0)},
+        "restored": after.get("cookie") == original and after.get("verified") == topo.n_switches,
+        "ok": (rep["misrouted"] == rep["duplicated"] == 0 and du.get("ok") and uu.get("ok")
+               and after.get("cookie") == original
+               and after.get("verified") == topo.n_switches
+               and (rep["last_lost_ms"] is None
+                    or rep["last_lost_ms"] <= window["in_force_ms"] + IN_FORCE_SLACK_MS))})
+
+
+def _crossing(ts: TableSet, hosts, pairs) -> list[tuple[int, int]]:
+    """Host pairs (first host of each switch) whose minimal path crosses a failed cable."""
+    topo = ts.topo
+    cut = {tuple(sorted(p)) for p in pairs}
+    first = {}
+    for h in hosts:
+        first.setdefault(topo.host_of(h)[0], h)
+    out = []
+    for s, hs in first.items():
+        for t, ht in first.items():
+            if s == t:
+                continue
+            w = ts.walk(s, t)["switches"]
+            if any(tuple(sorted(e)) in cut for e in zip(w, w[1:])):
+                out.append((hs, ht))
+    return out[:16]
+
+
+def _brief(u: dict) -> dict:
+    keys = ("ok", "mode", "reason", "from", "to", "version", "switches", "phases", "verified",
+            "failed", "repairs")
+    out = {k: u.get(k) for k in keys}
+    if u.get("t_last_flow_mod") and u.get("t_start"):
+        out["seconds"] = round(u["t_last_flow_mod"] - u["t_start"], 4)
+    return out
+
+
+def _report(old: TableSet, new: TableSet, rep: dict, upd: dict, after: dict, times: dict,
+            extra: dict) -> dict:
+    out = {"topology": old.topo.name(), "to": new.topo.name(), "routing": old.routing}
+    out.update({k: rep[k] for k in ("probes_sent", "delivered", "lost", "misrouted",
+                                    "duplicated", "pairs", "rate_per_pair", "seconds",
+                                    "max_gap_ms", "latency_ms", "loss_spans")})
+    out["update"] = _brief(upd)
+    out["controller"] = {"verified": after.get("verified"), "failed": after.get("failed"),
+                         "topology": after.get("topology"), "cookie": after.get("cookie"),
+                         "version": after.get("version")}
+    out["times"] = {k: round(v, 3) for k, v in times.items()}
+    out.update(extra)
+    return out

@@ -1,0 +1,204 @@
+"""Live OpenFlow updates (controller/openflow/update.py) without a switch: every message of
+every phase is applied to a model of each switch's tables, phases reach the switches in
+any order, and packets are walked through the mixed state by the OpenFlow interpreter of
+the exporter's tests.  Per-packet consistency: every packet takes exactly the path of the
+old program or exactly that of the new one (ordered: of both, for existing destinations)."""
+
+import random
+
+import pytest
+from ofsim import Switch, run_table
+
+from controller.openflow import messages as msg
+from controller.openflow.fabric import Fabric
+from controller.openflow.update import Update
+from tablegen.exports.openflow import host_macs, ofctl_flow, ofctl_group
+from tablegen.routing.build import build_tables
+from tablegen.topologies.dsnf import add_nodes, build_dsnf
+from tablegen.topologies.failures import without_links
+from tablegen.topologies.spec import build
+
+
+class Model:
+    """Each switch's flows and groups as the messages leave them."""
+
+    def __init__(self, fabric: Fabric, switches):
+        self.flows, self.groups = {}, {}
+        self.records = {}
+        for u in switches:
+            f, g = fabric.intended(u)
+            self.flows[u] = {k: rec for k, (_, rec) in f.items()}
+            self.groups[u] = {gid: rec for gid, (_, rec) in g.items()}
+
+    def know(self, fabric: Fabric, switches):
+        for u in switches:
+            f, g = fabric.intended(u)
+            self.records.update({(u, k): rec for k, (_, rec) in f.items()})
+            self.records.update({(u, "g", gid): rec for gid, (_, rec) in g.items()})
+
+    def apply(self, u: int, m):
+        if isinstance(m, msg.parser.OFPFlowMod):
+            key, _ = msg.canon_stats_flow(m)
+            if m.command == msg.ofp.OFPFC_ADD:
+                self.flows[u][key] = self.records[(u, key)]
+            else:
+                assert m.command == msg.ofp.OFPFC_DELETE_STRICT
+                del self.flows[u][key]
+        else:
+            if m.command == msg.ofp.OFPGC_DELETE:
+                del self.groups[u][m.group_id]
+            else:
+                self.groups[u][m.group_id] = self.records[(u, "g", m.group_id)]
+
+    def switch(self, u: int) -> Switch:
+        flows = "\n".join(ofctl_flow(f) for f in self.flows[u].values())
+        groups = "\n".join(ofctl_group(g) for g in self.groups[u].values())
+        return Switch(flows, groups or None)
+
+
+def walk(switches, topo, hs: int, hd: int, udp: int | None):
+    """Switches and ports a packet from host ``hs`` to host ``hd`` passes (one host
+    index per switch: host ``h`` of switch ``h``'s first port)."""
+    ht = topo.host_table()
+    _, ss, ps = ht[hs].tolist()
+    _, sd, pd = ht[hd].tolist()
+    macs = host_macs(topo)
+    l4 = {"dl_type": 0x0800, "nw_proto": 17, "tp_src": udp} if udp is not None else {}
+    pkt = {"in_port": ps, "vlan": None, "dst": int(macs[hd]), "metadata": 0, "queue": None,
+           **l4}
+    sw, hops = ss, []
+    while True:
+        outputs = []
+        run_table(switches[sw], 0, dict(pkt, chosen=[]),
+                  lambda b: (udp or 0) % len(b), outputs)
+        assert len(outputs) == 1
+        port, after = outputs[0]
+        if 1 <= port <= topo.hosts[sw]:
+            assert (sw, port) == (sd, pd)
+            return tuple(hops)
+        j = port - int(topo.hosts[sw]) - 1
+        hops.append((sw, port, after["vlan"][1]))
+        nxt = int(topo.adj[sw, j])
+        pkt = {"in_port": int(topo.hosts[nxt]) + 1 + int(topo.peer[sw, j]),
+               "vlan": list(after["vlan"]), "dst": after["dst"], "metadata": 0,
+               "queue": None, **l4}
+        sw = nxt
+        assert len(hops) <= 16
+
+
+def paths(model, ids, topo, pairs):
+    sws = {u: model.switch(u) for u in ids}
+    return {(hs, hd, udp): walk(sws, topo, hs, hd, udp) for hs, hd, udp in pairs}
+
+
+def host_pairs(topo, hosts, rng, k=150):
+    h = [int(x) for x in topo.host_offset[hosts]]
+    pairs = [(a, b) for a in h for b in h if a != b]
+    rng.shuffle(pairs)
+    return [(a, b, None if i % 2 else 49152 + (7 * i) % 4096)
+            for i, (a, b) in enumerate(pairs[:k])]
+
+
+def check_consistent(old_ts, new_ts, cabled, mode, seeds=4):
+    """Every phase reaching a random part of the switches (earlier phases everywhere):
+    every packet between hosts of the old fabric takes its old-program or new-program path."""
+    old = Fabric(old_ts)
+    upd = Update(old, new_ts, mode)
+    n_old = old_ts.topo.n_switches
+    ids = range(n_old)
+    phases = list(upd.phases(ids))
+    rng = random.Random(1)
+    pairs = host_pairs(cabled, list(ids), rng)
+    base = Model(old, ids)
+    base.know(upd.new, ids)
+    want_old = paths(base, ids, cabled, pairs)
+    final = Model(old, ids)
+    final.know(upd.new, ids)
+    for ph in phases:
+        for d, ms in ph.msgs.items():
+            for m in ms:
+                final.apply(d - 1, m)
+    want_new = paths(final, ids, cabled, pairs)
+    assert final.flows == Model(upd.new, ids).flows, "the phases end in the new program"
+    mixed = 0
+    for k in range(len(phases)):
+        for seed in range(seeds):
+            r = random.Random(seed)
+            m = Model(old, ids)
+            m.know(upd.new, ids)
+            for i, ph in enumerate(phases[:k + 1]):
+                for d, ms in ph.msgs.items():
+                    if i < k or r.random() < 0.5:
+                        for x in ms:
+                            m.apply(d - 1, x)
+            got = paths(m, ids, cabled, pairs)
+            for key, p in got.items():
+                assert p in (want_old[key], want_new[key]), (ph.name, key)
+                if mode == "ordered":
+                    assert p == want_old[key] == want_new[key]
+            mixed += sum(got[key] != want_new[key] for key in got)
+    return upd, want_old, want_new, mixed
+
+
+@pytest.mark.parametrize("spec,routing", [("slimfly:q=5", "min"),
+                                          ("dragonfly:p=2,a=4,h=2", "ugal-l"),
+                                          ("dragonfly:p=2,a=4,h=2", "val")])
+def test_two_phase_failure_update_is_per_packet_consistent(spec, routing):
+    topo = build(spec)
+    a, b = sorted(topo.edge_set())[1]
+    old = build_tables(topo, routing)
+    new = build_tables(without_links(topo, [(a, b)]), routing)
+    upd, want_old, want_new, mixed = check_consistent(old, new, topo, "two-phase")
+    assert upd.mode == "two-phase" and upd.new.version == 1
+    assert sum(want_old[k] != want_new[k] for k in want_old) > 0, "the update changes paths"
+    assert mixed > 0, "some packets took the old path in a mixed state"
+    # the new program never uses the failed cable
+    used = {(s, int(topo.adj[s, p - int(topo.hosts[s]) - 1])) for path in want_new.values()
+            for s, p, _ in path}
+    assert (a, b) not in used and (b, a) not in used
+
+
+def test_two_phase_back_restores_version_zero():
+    topo = build("slimfly:q=5")
+    deg = without_links(topo, [(0, 1)])
+    old = Fabric(build_tables(topo, "min"))
+    there = Update(old, build_tables(deg, "min"))
+    back = Update(there.new, build_tables(topo, "min"))
+    assert there.new.version == 1 and back.new.version == 0
+    assert back.new.intended(0)[0].keys() == old.intended(0)[0].keys()
+    assert back.new.cookie == old.cookie
+
+
+def test_ordered_growth_keeps_every_existing_path():
+    t64 = build_dsnf(64)
+    t72 = add_nodes(t64, 8)[0]
+    old, new = build_tables(t64, "dsnf"), build_tables(t72, "dsnf")
+    upd, want_old, want_new, _ = check_consistent(old, new, t72, "ordered")
+    assert upd.mode == "ordered" and upd.new.version == 0
+    assert want_old == want_new
+    # the existing switches gain the new destinations' entries and the new cables' ports
+    assert sum(ph.count() for ph in upd.phases(range(64)) if ph.name == "add") > 0
+
+
+def test_ordered_refused_where_the_diff_does_not_allow_it():
+    topo = build("slimfly:q=5")
+    old = Fabric(build_tables(topo, "min"))
+    with pytest.raises(ValueError, match="expected two-phase"):
+        Update(old, build_tables(without_links(topo, [(0, 1)]), "min"), "ordered")
+
+
+def test_decisions_of_a_version_one_program_keep_its_version():
+    from tablegen.exports.openflow import VERSION_BIT, decision_flows
+
+    topo = build("dragonfly:p=2,a=4,h=2")
+    deg = without_links(topo, [(0, 1)])
+    upd = Update(Fabric(build_tables(topo, "ugal-l")), build_tables(deg, "ugal-l"))
+    fab = upd.new
+    shares = {k: 8 for k in range(fab.topo.n_groups)}
+    flows = decision_flows(fab.plan_, 0, shares)
+    mods = fab.decided(0, flows)
+    assert mods and all(m.command == msg.ofp.OFPFC_MODIFY_STRICT for m in mods)
+    # the non-minimal decision entries now stamp version 1 before the source choice
+    vids = [a.value for m in mods for i in m.instructions if hasattr(i, "actions")
+            for a in i.actions if getattr(a, "key", None) == "vlan_vid"]
+    assert vids and all(v & VERSION_BIT for v in vids)
