@@ -47,8 +47,9 @@ def growth(start: int, stop: int, routing: str) -> dict:
         if d["order"]["consistency"] != "ordered":
             tot["not_ordered"].append(n)
         old = new
-    return dict(tot, routing=routing, p=p, start=start, stop=stop,
-                seconds=round(time.perf_counter() - t0, 1))
+    late = tot.pop("not_ordered")
+    return dict(tot, not_ordered=len(late), not_ordered_first=late[:5], routing=routing, p=p,
+                start=start, stop=stop, seconds=round(time.perf_counter() - t0, 1))
 
 
 def failures(spec: str) -> list[dict]:

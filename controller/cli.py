@@ -40,6 +40,9 @@ def add_parsers(sub) -> None:
     sp.add_argument("--no-link-repair", action="store_true", help="leave the tables as they "
                     "are when a port goes down or up (default: route around a failed cable, "
                     "restore the tables when it comes back)")
+    sp.add_argument("--fast-failover", action="store_true", help="MIN tables: FAST_FAILOVER "
+                    "groups on verified backup ports, so the switches route around a failed "
+                    "cable before the controller does")
     sp.set_defaults(func=cmd_controller)
 
     sp = sub.add_parser("load", help="apply a new table directory to a running controller "
@@ -108,7 +111,8 @@ def cmd_controller(args) -> int:
     run(ts, args.listen, Path(args.status) if args.status else None,
         Path(args.log) if args.log else None, tls, adaptive_of(args),
         Path(args.decisions) if args.decisions else None,
-        Path(args.control) if args.control else None, args.drain, not args.no_link_repair)
+        Path(args.control) if args.control else None, args.drain, not args.no_link_repair,
+        args.fast_failover)
     return 0
 
 

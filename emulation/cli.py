@@ -50,6 +50,8 @@ def add_parsers(sub) -> None:
                    "them, then bring them back")
     g.add_argument("--rate", type=float, default=200.0, help="probes per second per pair "
                    "(default 200)")
+    g.add_argument("--fast-failover", action="store_true", help="--fail: the switches hold "
+                   "FAST_FAILOVER groups on verified backup ports (MIN tables)")
     adaptive_args(sp)
     sp.set_defaults(func=cmd_emulate)
 
@@ -120,7 +122,8 @@ def _emulate_live(ts, args, fail, con) -> int:
         if args.expand is not None:
             rep = run_expand(ts, args.expand, rate=args.rate, log=log)
         else:
-            rep = run_fail(ts, fail, rate=args.rate, log=log)
+            rep = run_fail(ts, fail, rate=args.rate, fast_failover=args.fast_failover,
+                           log=log)
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1

@@ -30,8 +30,10 @@ def mac_int(s: str) -> int:
 class Switch:
     """Flow tables of one switch as tuple spaces: per table, per match shape, a dict."""
 
-    def __init__(self, flows_text: str, groups_text: str | None):
+    def __init__(self, flows_text: str, groups_text: str | None, dead=()):
         self.tables: dict[int, dict[tuple, dict]] = {}
+        self.ff: set[int] = set()        # FAST_FAILOVER groups: buckets are (watch port, ...)
+        self.dead = set(dead)            # ports whose link is down
         for line in flows_text.splitlines():
             if not line or line.startswith("#"):
                 continue
@@ -62,12 +64,14 @@ class Switch:
                 continue
             head, *buckets = line.split(",bucket=")
             gid = int(re.search(r"group_id=(\d+)", head).group(1))
-            assert "type=select" in head
+            assert "type=select" in head or "type=ff" in head
             parsed = []
             for b in buckets:
                 w, _, acts = b.partition(",actions=")
                 parsed.append((int(w.split(":")[1]), split_top(acts)))
             self.groups[gid] = parsed
+            if "type=ff" in head:
+                self.ff.add(gid)
 
     def lookup(self, table: int, pkt: dict):
         best = None
@@ -129,8 +133,14 @@ def run_actions(sw: Switch, actions, pkt, pick, outputs, table=None):
         elif a.startswith("set_queue:"):
             pkt["queue"] = int(a.split(":")[1])
         elif a.startswith("group:"):
-            buckets = sw.groups[int(a.split(":")[1])]
-            run_actions(sw, buckets[pick(buckets)][1], pkt, pick, outputs)
+            gid = int(a.split(":")[1])
+            buckets = sw.groups[gid]
+            if gid in sw.ff:        # the first bucket whose watched port is up; none: drop
+                live = [b for b in buckets if b[0] not in sw.dead]
+                if live:
+                    run_actions(sw, live[0][1], pkt, pick, outputs)
+            else:
+                run_actions(sw, buckets[pick(buckets)][1], pkt, pick, outputs)
         elif a.startswith("output:") or a == "in_port":
             port = pkt["in_port"] if a == "in_port" else int(a.split(":")[1])
             if a != "in_port" and port == pkt["in_port"]:

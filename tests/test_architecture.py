@@ -21,7 +21,7 @@ LAYERS = [
     ("tablegen.topology",),
     ("tablegen.topologies", "tablegen.tables"),
     ("tablegen.routing",),
-    ("tablegen.verify", "tablegen.update", "tablegen.analysis"),
+    ("tablegen.verify", "tablegen.update", "tablegen.backup", "tablegen.analysis"),
     ("tablegen.exports",),
     ("tablegen.cli",),
     ("controller",),

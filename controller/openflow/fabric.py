@@ -83,12 +83,14 @@ class SwitchState:
 class Fabric:
     """Decisions for one table set.  ``program`` records are computed once per switch."""
 
-    def __init__(self, ts: TableSet, split_bits: int = SPLIT_BITS, version: int = 0):
+    def __init__(self, ts: TableSet, split_bits: int = SPLIT_BITS, version: int = 0,
+                 fast_failover: bool = False):
         self.ts = ts
         self.topo = ts.topo
         self.cookie = generation_cookie(ts)
-        self.plan_ = plan(ts, split_bits)
+        self.plan_ = plan(ts, split_bits, fast_failover)
         self.split_bits = split_bits
+        self.fast_failover = fast_failover
         self.version = version     # the program version (0 or 1) a two-phase update flips
         self.decisions = None      # controller.openflow.adaptive.Decisions (UGAL-L, adaptive)
         self.adapted = None
@@ -312,8 +314,12 @@ class Fabric:
                                 "flows": len(st.program.flows), "diff": st.last_diff}
                for dpid, st in sorted(self.switches.items())}
         states = [st.state for st in self.switches.values()]
+        ff = self.plan_.ff
         return {"routing": self.ts.routing, "topology": self.topo.name(),
                 "cookie": f"0x{self.cookie:016x}", "version": self.version,
+                "fast_failover": None if ff is None else {
+                    "cables": [list(c) for c in ff["cables"]], "switches": len(ff["at"]),
+                    "entries": sum(len(a) + len(b) for a, b in ff["at"].values())},
                 "switches": self.topo.n_switches,
                 "connected": len(states), "verified": states.count("verified"),
                 "failed": states.count("failed"), "refused": self.refused,

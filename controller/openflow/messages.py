@@ -113,10 +113,15 @@ def error_names(type_: int, code: int) -> str:
 
 
 def group_delete(group_id: int, datapath=None) -> parser.OFPGroupMod:
+    """Delete one group (its type is not matched on delete)."""
     return parser.OFPGroupMod(datapath, ofp.OFPGC_DELETE, ofp.OFPGT_SELECT, group_id, [])
 
 
 def group_mod(g: Group, command: int = ofp.OFPGC_ADD, datapath=None) -> parser.OFPGroupMod:
+    if g.kind == "ff":     # FAST_FAILOVER: the first bucket whose watched port is up
+        buckets = [parser.OFPBucket(weight=0, watch_port=port, watch_group=ofp.OFPG_ANY,
+                                    actions=actions(acts)) for port, acts in g.buckets]
+        return parser.OFPGroupMod(datapath, command, ofp.OFPGT_FF, g.group_id, buckets)
     buckets = [parser.OFPBucket(weight=w, watch_port=ofp.OFPP_ANY, watch_group=ofp.OFPG_ANY,
                                 actions=actions(acts)) for w, acts in g.buckets]
     return parser.OFPGroupMod(datapath, command, ofp.OFPGT_SELECT, g.group_id, buckets)
@@ -178,11 +183,16 @@ def canon_stats_flow(st) -> tuple:
 
 
 def canon_group(g: Group) -> tuple:
-    return g.group_id, (ofp.OFPGT_SELECT, tuple(
+    """``group id`` and ``(type, buckets)``; a bucket is its weight (SELECT) or watched port
+    (FAST_FAILOVER) and its actions."""
+    kind = ofp.OFPGT_FF if g.kind == "ff" else ofp.OFPGT_SELECT
+    return g.group_id, (kind, tuple(
         (int(w), tuple(_canon_action(a) for a in actions(acts))) for w, acts in g.buckets))
 
 
 def canon_stats_group(st) -> tuple:
     """The same for one ``OFPGroupDescStats`` entry."""
+    ff = int(st.type) == ofp.OFPGT_FF
     return int(st.group_id), (int(st.type), tuple(
-        (int(b.weight), tuple(_canon_action(a) for a in b.actions)) for b in st.buckets))
+        (int(b.watch_port if ff else b.weight), tuple(_canon_action(a) for a in b.actions))
+        for b in st.buckets))

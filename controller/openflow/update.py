@@ -81,7 +81,8 @@ class Update:
             raise ValueError(f"update {old.topo.name()} -> {new.topo.name()}: entries toward "
                              "existing destinations, cables or VCs change; expected two-phase")
         version = old.version if mode == "ordered" else 1 - old.version
-        self.new = Fabric(new, old.split_bits, version=version)
+        self.new = Fabric(new, old.split_bits, version=version,
+                          fast_failover=old.fast_failover)
         if mode == "two-phase" and not (self.new.plan_.versions and old.plan_.versions):
             raise ValueError(f"update to {new.topo.name()}: its VIDs leave no bit for the "
                              "version tag; a two-phase update is not possible")

@@ -59,9 +59,9 @@ def _check(ts: TableSet) -> None:
         raise BadInput(f"emulate: {e}") from None
 
 
-def _controller(d: Path, ts: TableSet, drain: float | None) -> Controller:
+def _controller(d: Path, ts: TableSet, drain: float | None, ff: bool = False) -> Controller:
     write_table_set(ts, verify(ts), d / "old", ("openflow",))
-    args = ("--static", "--control", str(d / "ctl.sock"))
+    args = ("--static", "--control", str(d / "ctl.sock")) + (("--fast-failover",) if ff else ())
     return Controller(d / "old", free_port(), d,
                       args=args + (("--drain", str(drain)) if drain is not None else ()))
 
@@ -137,12 +137,13 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
 
 
 def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = None,
-             down_s: float = 2.0, log=print) -> dict:
+             down_s: float = 2.0, fast_failover: bool = False, log=print) -> dict:
     """Take the cables between each switch pair of ``pairs`` down under a probe stream, let
     the controller route around them, bring them back and let it restore the tables
-    (module doc).  The report: the stream's counts and loss window (ms from the link going
-    down), the degraded tables' proof, both update reports, whether the original program
-    is back."""
+    (module doc); with ``fast_failover`` the switches hold FAST_FAILOVER groups on the
+    verified backup ports.  The report: the stream's counts and loss window (ms from the
+    link going down), the degraded tables' proof, both update reports, whether the original
+    program is back."""
     from tablegen.topologies.failures import without_links
 
     topo = ts.topo
@@ -157,11 +158,12 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
     times: dict = {}
     with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
         d = Path(tmp)
-        ctl = _controller(d, ts, drain)
+        ctl = _controller(d, ts, drain, fast_failover)
         try:
             with emulate(topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
                 ctl.wait_verified(topo.n_switches)
                 original = ctl.status()["cookie"]
+                ff = ctl.status().get("fast_failover")
                 sp = _crossing(ts, fnet.host_ids, pairs) + default_pairs(fnet.host_ids,
                                                                          STREAM_PAIRS)
                 sp = list(dict.fromkeys(sp))[:STREAM_PAIRS + 16]
@@ -199,6 +201,9 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
               "lost_from_ms": rep["first_lost_ms"], "lost_to_ms": rep["last_lost_ms"]}
     return _report(ts, deg_ts, rep, du, after, times, {
         "fail": [list(p) for p in pairs], "restore_update": _brief(uu),
+        "fast_failover": None if ff is None else {k: ff[k] for k in ("switches", "entries")},
+        "fast_failover_cables": None if ff is None else [
+            list(p) for p in pairs if list(sorted(p)) in ff["cables"]],
         "loss_window": window,
         "degraded": {"topology": deg_topo.name(), "verified": deg_rep.ok,
                      "vcs": deg_ts.num_vcs, "vcs_intact": ts.num_vcs,
@@ -224,7 +229,7 @@ def _crossing(ts: TableSet, hosts, pairs) -> list[tuple[int, int]]:
         for t, ht in first.items():
             if s == t:
                 continue
-            w = ts.walk(s, t)["switches"]
+            w = ts.walk(s, t, ts.classes[0])["switches"]
             if any(tuple(sorted(e)) in cut for e in zip(w, w[1:])):
                 out.append((hs, ht))
     return out[:16]

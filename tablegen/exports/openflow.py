@@ -15,7 +15,7 @@ Pipeline: table 0 ingress, 1 source choice, 2 phase exit, 3 forwarding, 4 egress
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,6 +37,8 @@ SWITCH_MASK = "ff:ff:ff:ff:ff:00"
 MAX_PCP_VCS = 8                   # 3-bit PCP
 MAX_VID = 4094                    # 4095 is reserved
 VERSION_BIT = 0x800               # VID bit carrying the program version (two-phase updates)
+FF_SHIFT, FF_MASK = 16, 0xFFFF    # metadata = out port | backup port << 16 (fast failover)
+FF_GROUP_BASE = 0x100             # FAST_FAILOVER group (port j, backup b, VC v): + (j, b, v)
 GROUP_VERSION = 0x10000           # group ids of version 1 are those of version 0 plus this
 OFPVID_PRESENT = 0x1000
 CHOICE_BITS_MAX = 12              # source-choice slots are the low bits of the L4 source port
@@ -68,12 +70,15 @@ class Flow:
 
 @dataclass(frozen=True)
 class Group:
-    """A SELECT group: ``buckets`` of ``(weight, actions)``; bucket actions may end with
-    ``("resubmit", table)`` (an Open vSwitch action: OpenFlow 1.3 buckets cannot goto)."""
+    """A group: ``kind`` ``select`` with ``buckets`` of ``(weight, actions)`` (bucket actions
+    may end with ``("resubmit", table)``, an Open vSwitch action: OpenFlow 1.3 buckets cannot
+    goto), or ``ff`` (FAST_FAILOVER) with ``buckets`` of ``(watch port, actions)``: the first
+    bucket whose port is up forwards."""
 
     group_id: int
     buckets: tuple
     note: str = ""
+    kind: str = "select"
 
 
 @dataclass(frozen=True)
@@ -235,6 +240,8 @@ class Plan:
     on_path: tuple | None
     decide: dict | None = None  # UGAL-L's decision entries (:func:`decision_layout`)
     versions: bool = False      # every VID fits below VERSION_BIT: programs carry a version
+    ff: dict | None = None      # fast failover: cables with backups, and per switch the
+                                # backup of each entry: {"cables", "at": {u: ({d: b}, {G: b})}}
 
 
 def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int) -> dict | None:
@@ -263,10 +270,12 @@ def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int) -> 
             "min_pcp": ts.classes[0].vc_base, "nonmin_pcp": choice.vc_base}
 
 
-def plan(ts: TableSet, split_bits: int = SPLIT_BITS) -> Plan:
+def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False) -> Plan:
     """Check that ``ts`` fits the pipeline and precompute the per-table-set parts
-    (``split_bits``: UGAL-L's decision granularity, :func:`decision_layout`).
-    Complexity: O(N^2) plus VAL_nta's O(N^2 L) on-path triples."""
+    (``split_bits``: UGAL-L's decision granularity, :func:`decision_layout`;
+    ``fast_failover``: FAST_FAILOVER groups on the verified backup ports of
+    :func:`tablegen.backup.fast_failover`).
+    Complexity: O(N^2) plus VAL_nta's O(N^2 L) on-path triples (and the backups' proofs)."""
     topo = ts.topo
     n = topo.n_switches
     check_mac_plan(topo)
@@ -310,7 +319,36 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS) -> Plan:
     return Plan(ts, V, ingress, choice, [0] + ([1] if to_dst else []),
                 mac_str(host_macs(topo)), mac_str(switch_macs(topo)), mac_str(gmac),
                 phase_tables, to_target, on_path, decision_layout(ts, choice, split_bits),
-                top_vid < VERSION_BIT)
+                top_vid < VERSION_BIT, _ff_entries(ts, phase_tables) if fast_failover else None)
+
+
+def _ff_entries(ts: TableSet, phase_tables) -> dict:
+    """The cables with verified backups (:func:`tablegen.backup.fast_failover`, one
+    backup per forwarding entry: a group entry's serves all the destinations it covers) and
+    per switch the backup port of each entry over them: ``{"cables": [(u, v)], "at": {u:
+    ({dst: backup}, {group: backup})}}``."""
+    from tablegen.backup import fast_failover
+
+    if len(phase_tables) != 1:
+        return {"cables": [], "at": {}}
+    _, use, maj, er, ec, split, table, _ = phase_tables[0]
+    grp = ts.topo.group.astype(np.int64)
+    n = table.shape[0]
+    covered = use[:, grp] & (table == maj[:, grp]) & (table >= 0)
+    exc = np.zeros_like(covered)
+    exc[er, ec] = True
+    covered &= ~exc
+    backups = fast_failover(ts, np.where(covered, n + grp[None, :], np.arange(n)[None, :]))
+    at: dict = {}
+    for ends in backups.values():
+        for a, dst_b in ends.items():
+            sw, groups = at.setdefault(a, ({}, {}))
+            for d, b in dst_b.items():
+                if covered[a, d]:
+                    groups[int(grp[d])] = b       # one backup per entry: equal for all d
+                else:
+                    sw[d] = b
+    return {"cables": sorted(backups), "at": at}
 
 
 def buckets(p: Plan, u: int, c: PathClass) -> list[tuple[int, int]]:
@@ -421,9 +459,8 @@ def versioned(prog: Program, version: int) -> Program:
     first switch stamped, from end to end.  O(entries)."""
     vbit = VERSION_BIT if version else 0
     gv = GROUP_VERSION if version else 0
-    groups = tuple(Group(g.group_id + gv, tuple((w, _version_actions(b, vbit, gv, False))
-                                                for w, b in g.buckets), g.note)
-                   for g in prog.groups)
+    groups = tuple(replace(g, group_id=g.group_id + gv, buckets=tuple(
+        (w, _version_actions(b, vbit, gv, False)) for w, b in g.buckets)) for g in prog.groups)
     return Program(prog.switch, prog.dpid, version_flows(prog.flows, version), groups)
 
 
@@ -532,20 +569,25 @@ def _program(p: Plan, u: int, shares=None) -> Program:
             add(Flow(T_FWD, 400, (("vlan_vid", _vid(vid)), ("eth_dst", p.host_mac[off + e])),
                      (("pop_vlan",), ("output", e + 1))))
 
-    def fwd(prio, match, leave, port):
+    def fwd(prio, match, leave, port, backup=None):
         acts = (("set_field", "vlan_vid", _vid(0)),) if leave else ()
+        if backup is not None:          # egress by the FAST_FAILOVER group of (port, backup)
+            port |= (pn + backup) << FF_SHIFT
+            ff_used.add(port)
         add(Flow(T_FWD, prio, match, acts + (("write_metadata", port),
                                              ("goto_table", T_EGRESS))))
 
+    ff_sw, ff_grp = p.ff["at"].get(u, ({}, {})) if p.ff else ({}, {})
+    ff_used: set = set()
     for vid, use, maj, er, ec, split, table, leave in p.phase_tables:
         gs = np.flatnonzero(use[u])
         for G, j in zip(gs.tolist(), maj[u, gs].tolist()):
             fwd(200, (("vlan_vid", _vid(vid)), ("eth_dst", (p.grp_prefix[G], GROUP_MASK))),
-                bool(leave is not None and leave[u, j]), pn + j)
+                bool(leave is not None and leave[u, j]), pn + j, ff_grp.get(G))
         ds = ec[split[u]:split[u + 1]]
         for d, j in zip(ds.tolist(), table[u, ds].tolist()):
             fwd(300, (("vlan_vid", _vid(vid)), ("eth_dst", (p.sw_prefix[d], SWITCH_MASK))),
-                bool(leave is not None and leave[u, j]), pn + j)
+                bool(leave is not None and leave[u, j]), pn + j, ff_sw.get(d))
     for c in p.vid_targets:
         t0 = ts.tables[c.table0][u]
         if c.inter == "switch-3h":
@@ -560,6 +602,18 @@ def _program(p: Plan, u: int, shares=None) -> Program:
             fwd(100, (("vlan_vid", _vid(1 + t)),), leave, pn + j)
 
     # 4 egress: queue = this hop's VC, PCP = the next hop's
+    def leave_on(j, v):
+        nv = min(v + int(ts.vc_inc[u, j]), p.V - 1)
+        return (("set_queue", v), ("set_field", "vlan_pcp", nv), ("output", pn + j))
+
+    for meta in sorted(ff_used):
+        j, b = (meta & FF_MASK) - pn, (meta >> FF_SHIFT) - pn
+        for v in range(p.V):
+            gid = FF_GROUP_BASE + ((j << 6 | b) << 3 | v)
+            add(Flow(T_EGRESS, 100, (("metadata", meta), TAGGED, ("vlan_pcp", v)),
+                     (("group", gid),)))
+            groups.append(Group(gid, ((pn + j, leave_on(j, v)), (pn + b, leave_on(b, v))),
+                                note=f"port {pn + j}, backup {pn + b}, VC {v}", kind="ff"))
     for j in net.tolist():
         for v in range(p.V):
             nv = min(v + int(ts.vc_inc[u, j]), p.V - 1)
@@ -624,6 +678,7 @@ def ofctl_flow(f: Flow) -> str:
 
 def ofctl_group(g: Group) -> str:
     """The group in ``ovs-ofctl add-groups`` syntax (one line)."""
-    return f"group_id={g.group_id},type=select" + "".join(
-        f",bucket=weight:{w},actions=" + ",".join(_ofctl_action(a) for a in acts)
+    head = "watch_port" if g.kind == "ff" else "weight"
+    return f"group_id={g.group_id},type={g.kind}" + "".join(
+        f",bucket={head}:{w},actions=" + ",".join(_ofctl_action(a) for a in acts)
         for w, acts in g.buckets)
