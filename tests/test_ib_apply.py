@@ -4,7 +4,6 @@ a REAL ibsim fabric, read back from the simulated switches and the SA, and compa
 mocks and no skips: a missing tool fails the test (``make test`` installs them)."""
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -17,33 +16,9 @@ from tablegen.errors import BadInput
 from tablegen.exports.infiniband.limits import IB_DATA_VLS
 from tablegen.exports.infiniband.read import load_ib_files
 
-from conftest import edited_copy
+from conftest import edited_copy, ib_processes
 
-pytestmark = pytest.mark.ib
-
-
-@pytest.fixture(autouse=True, scope="module")
-def tools_installed():
-    missing = ib_apply.binaries_missing()
-    if missing:
-        pytest.fail(f"InfiniBand tools missing: {', '.join(missing)}; {ib_apply.APT_HINT}",
-                    pytrace=False)
-
-
-def _ours() -> list[int]:
-    """PIDs of live processes started by this test process's apply() runs (their
-    IBSIM_SOCKNAME is fabroute-<our pid>-<n>)."""
-    tag = f"IBSIM_SOCKNAME=fabroute-{os.getpid()}-".encode()
-    pids = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            if tag in (p / "environ").read_bytes() and b"Z" not in _state(p):
-                pids.append(int(p.name))
-        except OSError:
-            pass
-    return pids
+pytestmark = [pytest.mark.ib, pytest.mark.usefixtures("ib_tools")]
 
 
 def _state(p: Path) -> bytes:
@@ -60,7 +35,7 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(autouse=True)
 def no_leftovers():
     yield
-    assert _ours() == [], "ibsim/opensm processes of this test are still running"
+    assert ib_processes() == [], "ibsim/opensm processes of this test are still running"
 
 
 def _assert_stopped(report):
@@ -282,7 +257,7 @@ def test_bad_input_exit_2_before_starting_anything(sf5, df, tmp_path, capsys):
                          ("guids.json", "describe different fabrics")):
         shutil.copy(sf5 / "ib" / name, mixed / name)
         assert needle in _one_line_exit_2(capsys, "ib", "apply", str(mixed)), name
-    assert _ours() == []
+    assert ib_processes() == []
 
 
 def test_lft_gaps_no_port_and_foreign_lids_are_bad_input(sf5, tmp_path, capsys):
@@ -318,7 +293,7 @@ def test_lft_gaps_no_port_and_foreign_lids_are_bad_input(sf5, tmp_path, capsys):
         code = main(["verify", str(d)])
         err = capsys.readouterr().err
         assert code == 1 and "lfts.dump: line" in err and needle in err, err
-    assert _ours() == []
+    assert ib_processes() == []
 
 
 def test_lmc_the_lid_space_cannot_hold_is_bad_input(tmp_path_factory, capsys):

@@ -5,13 +5,11 @@ sweep on the link-state traps); LFTs, SL2VL tables and path SLs are read back be
 after.  No mocks and no skips: a missing tool fails the test (``make test`` installs them)."""
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ib_processes
 
-from emulation.ibsim import apply as ib_apply
 from emulation.ibsim.update import lft_changes, reach, update
 from fabroute.cli import main
 from tablegen.exports.infiniband.read import load_ib_files
@@ -21,38 +19,13 @@ from tablegen.topologies.failures import without_links
 from tablegen.topologies.slimfly import build_slimfly
 from tablegen.update import table_diff
 
-pytestmark = pytest.mark.ib
-
-
-@pytest.fixture(autouse=True, scope="module")
-def tools_installed():
-    missing = ib_apply.binaries_missing()
-    if missing:
-        pytest.fail(f"InfiniBand tools missing: {', '.join(missing)}; {ib_apply.APT_HINT}",
-                    pytrace=False)
-
-
-def _ours() -> list[int]:
-    """Live (non-zombie) processes started by this test process's runs (their IBSIM_SOCKNAME
-    is fabroute-<our pid>-<n>)."""
-    tag = f"IBSIM_SOCKNAME=fabroute-{os.getpid()}-".encode()
-    pids = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            state = (p / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-            if tag in (p / "environ").read_bytes() and state != b"Z":
-                pids.append(int(p.name))
-        except OSError:
-            pass
-    return pids
+pytestmark = [pytest.mark.ib, pytest.mark.usefixtures("ib_tools")]
 
 
 @pytest.fixture(autouse=True)
 def no_leftovers():
     yield
-    assert _ours() == [], "ibsim/opensm processes of this test are still running"
+    assert ib_processes() == [], "ibsim/opensm processes of this test are still running"
 
 
 _SETS: dict = {}
@@ -218,4 +191,4 @@ def test_bad_input_exit_2_one_line_nothing_started(tables, tmp_path, capsys):
         assert rc == 2, args
         err = capsys.readouterr().err.strip()
         assert msg in err and "\n" not in err, (args, err)
-        assert _ours() == []
+        assert ib_processes() == []

@@ -3,7 +3,6 @@ written as a new verified table set with its update (``tablegen/update.py``,
 ``tablegen/topologies/failures.py``, ``fabroute expand --out``, ``fabroute diff``)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

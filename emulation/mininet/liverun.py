@@ -16,6 +16,8 @@ tables are restored.  The report gives the loss window on the probes' clock.
 
 from __future__ import annotations
 
+import re
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -66,6 +68,30 @@ def _controller(d: Path, ts: TableSet, drain: float | None, ff: bool = False) ->
                       args=args + (("--drain", str(drain)) if drain is not None else ()))
 
 
+def _counters() -> dict:
+    """OpenFlow table misses summed over every bridge (a packet no entry of a table matched:
+    dropped, which a consistent update never causes) and Open vSwitch's drop counters (the
+    datapath dropping under load)."""
+    out = subprocess.run("for b in $(ovs-vsctl list-br); do ovs-ofctl -O OpenFlow13 "
+                         "dump-tables $b; done", shell=True, capture_output=True,
+                         text=True).stdout
+    misses = sum(int(x) for x in re.findall(r"lookup=(\d+)", out)) - sum(
+        int(x) for x in re.findall(r"matched=(\d+)", out))
+    cov = subprocess.run(["ovs-appctl", "coverage/show"], capture_output=True,
+                         text=True).stdout
+    drops = {f[0]: int(f[-1]) for f in map(str.split, cov.splitlines())
+             if f and "drop" in f[0] and f[-1].isdigit()}
+    stats = subprocess.run(["ovs-vsctl", "--format=json", "--columns=statistics", "list",
+                            "Interface"], capture_output=True, text=True).stdout
+    for k in ("rx_dropped", "tx_dropped"):
+        drops["interface_" + k] = sum(int(x) for x in re.findall(rf'"{k}",(\d+)', stats))
+    return {"table_misses": misses, **drops}
+
+
+def _delta(a: dict, b: dict) -> dict:
+    return {k: b[k] - a.get(k, 0) for k in b if b[k] - a.get(k, 0)}
+
+
 def _wait_update(ctl: Controller, count: int, timeout: float = 60.0) -> dict:
     """The controller's status once its ``count``-th update has ended."""
     return ctl.wait_for(lambda st: st.get("updates", 0) >= count, timeout,
@@ -104,6 +130,7 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
                 old_hosts = list(fnet.host_ids)
                 log(f"net up: {topo.n_switches} switches verified; probe stream on; growing "
                     f"to {new_topo.n_switches} ({diff['order']['consistency']} update)")
+                c0 = _counters()
                 with ProbeStream(fnet, default_pairs(old_hosts, STREAM_PAIRS),
                                  rate=rate) as stream:
                     time.sleep(1.0)
@@ -123,17 +150,19 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
                     new_hosts = [h for h in fnet.host_ids if h not in set(old_hosts)]
                     reach = reachable_after(fnet, new_hosts, t_programs)
                     time.sleep(1.0)
+                counters = _delta(c0, _counters())
                 rep = stream.report()
                 after = ctl.status()
         finally:
             ctl.stop()
             cleanup_leftovers(PREFIX)
     return _report(ts, new_ts, rep, upd, after, times, {
-        "expand": count, "new_hosts": len(new_hosts),
+        "expand": count, "new_hosts": len(new_hosts), "ovs": counters,
         "new_hosts_reachable_s": round(reach, 3),
         "cables_added": len(cables.added),
         "ok": (rep["lost"] == rep["misrouted"] == rep["duplicated"] == 0
-               and after.get("verified") == new_topo.n_switches and reach < 2.0)})
+               and after.get("verified") == new_topo.n_switches and reach < 2.0
+               and not counters.get("table_misses"))})
 
 
 def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = None,
@@ -169,6 +198,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
                 sp = list(dict.fromkeys(sp))[:STREAM_PAIRS + 16]
                 log(f"net up: {topo.n_switches} switches verified; probe stream on "
                     f"({len(sp)} pairs); failing {pairs}")
+                c0 = _counters()
                 with ProbeStream(fnet, sp, rate=rate) as stream:
                     time.sleep(1.0)
                     t_down = max(set_link(fnet, a, b, False) for a, b in pairs)
@@ -180,6 +210,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
                     up = _wait_update(ctl, 2)
                     times["restored_s"] = time.monotonic() - t_up
                     time.sleep(1.0)
+                counters = _delta(c0, _counters())
                 rep = stream.report(t_ref=t_down)
                 after = ctl.status()
         finally:
@@ -200,7 +231,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
               "done_ms": ms(du["t_last_flow_mod"]),
               "lost_from_ms": rep["first_lost_ms"], "lost_to_ms": rep["last_lost_ms"]}
     return _report(ts, deg_ts, rep, du, after, times, {
-        "fail": [list(p) for p in pairs], "restore_update": _brief(uu),
+        "fail": [list(p) for p in pairs], "restore_update": _brief(uu), "ovs": counters,
         "fast_failover": None if ff is None else {k: ff[k] for k in ("switches", "entries")},
         "fast_failover_cables": None if ff is None else [
             list(p) for p in pairs if list(sorted(p)) in ff["cables"]],
@@ -213,6 +244,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
         "ok": (rep["misrouted"] == rep["duplicated"] == 0 and du.get("ok") and uu.get("ok")
                and after.get("cookie") == original
                and after.get("verified") == topo.n_switches
+               and not counters.get("table_misses")
                and (rep["last_lost_ms"] is None
                     or rep["last_lost_ms"] <= window["in_force_ms"] + IN_FORCE_SLACK_MS))})
 
@@ -248,8 +280,8 @@ def _report(old: TableSet, new: TableSet, rep: dict, upd: dict, after: dict, tim
             extra: dict) -> dict:
     out = {"topology": old.topo.name(), "to": new.topo.name(), "routing": old.routing}
     out.update({k: rep[k] for k in ("probes_sent", "delivered", "lost", "misrouted",
-                                    "duplicated", "pairs", "rate_per_pair", "seconds",
-                                    "max_gap_ms", "latency_ms", "loss_spans")})
+                                    "duplicated", "receiver_drops", "pairs", "rate_per_pair",
+                                    "seconds", "max_gap_ms", "latency_ms", "loss_spans")})
     out["update"] = _brief(upd)
     out["controller"] = {"verified": after.get("verified"), "failed": after.get("failed"),
                          "topology": after.get("topology"), "cookie": after.get("cookie"),

@@ -71,6 +71,7 @@ HEADER = struct.Struct("!4sIIQd")
 _ETH_P_ALL = 0x0003
 _SOL_PACKET = 263
 _PACKET_IGNORE_OUTGOING = 23
+_PACKET_STATISTICS = 6            # struct tpacket_stats {tp_packets, tp_drops}; read resets
 _SO_ATTACH_FILTER = 26
 _OFFSET = 42                       # Ethernet 14 + IPv4 20 (no options) + UDP 8
 _DRAIN_EVERY = 64                  # probes sent at most between two drains of the receivers
@@ -127,6 +128,7 @@ class ProbeStream:
         self._thread: threading.Thread | None = None
         self.t_start = self.t_stop = 0.0
         self.send_errors = 0
+        self.receiver_drops = 0
         self.other_frames = 0                     # frames at the hosts that are no probes
         self._error: BaseException | None = None
         senders = {s for s, _ in pairs}
@@ -199,6 +201,10 @@ class ProbeStream:
         if self._error is not None:
             raise RunFailed(f"ProbeStream: the sender failed: {self._error!r}")
         self._drain(quiet, limit)
+        # frames the receivers' sockets dropped (buffer full: this process fell behind), so
+        # that a probe lost there is not taken for one the fabric lost
+        self.receiver_drops = sum(struct.unpack("II", s.getsockopt(
+            _SOL_PACKET, _PACKET_STATISTICS, 8))[1] for s in self.rx.values())
         return self.t_stop
 
     def _run(self) -> None:
@@ -293,7 +299,8 @@ class ProbeStream:
         """Classify what was sent and received (module doc).  ``t_ref``: the reference time
         (``time.monotonic()``, e.g. of a link failure) of the timeline's ms; default the
         stream's start.  JSON-ready: ``probes_sent``, ``delivered``, ``lost``,
-        ``misrouted``, ``duplicated``, ``send_errors``, ``pairs``, ``rate_per_pair``,
+        ``misrouted``, ``duplicated``, ``send_errors``, ``receiver_drops`` (frames the hosts'
+        receiving sockets dropped: this process fell behind), ``pairs``, ``rate_per_pair``,
         ``seconds``, ``max_gap_ms``, ``latency_ms`` (p50/p99/max of delivered probes),
         ``loss_spans`` (``from_ms``, ``to_ms``, ``lost``, ``pairs``), ``first_lost_ms`` /
         ``last_lost_ms`` (``None`` without loss), ``lost_by_pair`` (the 10 pairs that lost
@@ -331,7 +338,8 @@ class ProbeStream:
             "probes_sent": int(sent.sum()), "delivered": int((got > 0).sum()),
             "lost": int(lost.sum()), "misrouted": mis,
             "duplicated": int(np.maximum(got - 1, 0).sum()),
-            "send_errors": self.send_errors, "other_frames": self.other_frames + foreign,
+            "send_errors": self.send_errors, "receiver_drops": self.receiver_drops,
+            "other_frames": self.other_frames + foreign,
             "pairs": P, "rate_per_pair": self.rate,
             "seconds": round(self.t_stop - self.t_start, 3),
             "max_gap_ms": round(float(gaps.max()) * 1e3, 2) if len(gaps) else None,
