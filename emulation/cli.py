@@ -52,6 +52,8 @@ def add_parsers(sub) -> None:
                    "(default 200)")
     g.add_argument("--fast-failover", action="store_true", help="--fail: the switches hold "
                    "FAST_FAILOVER groups on verified backup ports (MIN tables)")
+    g.add_argument("--no-link-repair", action="store_true", help="--fail: the controller "
+                   "leaves the tables as they are (what the switches do alone)")
     adaptive_args(sp)
     sp.set_defaults(func=cmd_emulate)
 
@@ -123,7 +125,7 @@ def _emulate_live(ts, args, fail, con) -> int:
             rep = run_expand(ts, args.expand, rate=args.rate, log=log)
         else:
             rep = run_fail(ts, fail, rate=args.rate, fast_failover=args.fast_failover,
-                           log=log)
+                           repair=not args.no_link_repair, log=log)
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1

@@ -161,8 +161,12 @@ def test_port_check_accepts_empty_host_ports_and_refuses_another_fabric():
     why = fab.check_ports(0, host | (net - {7}))
     assert "missing [7]" in why and "tables of another fabric?" in why
     assert "unexpected [12]" in fab.check_ports(0, host | net | {12})
-    # a new switch connects before its cables (growth): served, its ports listed as missing
+    assert "missing" in fab.check_ports(0, host)
+    # a switch a growth update added connects before its cables: served, ports listed
+    fab.awaiting = {0}
     assert fab.check_ports(0, host) is None and fab.missing_ports(0, host) == sorted(net)
+    assert "unexpected [12]" in fab.check_ports(0, host | {12})
+    fab.awaiting = set()
     # degraded tables: the failed cable's port is still there (down), not another fabric
     from tablegen.routing.build import build_tables
     from tablegen.topologies.failures import without_links

@@ -39,15 +39,15 @@ def test_dsnf_growth_under_traffic_loses_nothing():
     assert rep["lost"] == rep["misrouted"] == rep["duplicated"] == 0
     # every switch, old and new, read back equal to the grown program
     assert rep["controller"]["verified"] == 19 and rep["controller"]["topology"] == "dsnf:n=19,p=2"
-    assert rep["new_hosts"] == 3 and rep["new_hosts_reachable_s"] < 2.0
-    assert rep["ok"]
+    assert rep["new_hosts"] == 3 and rep["ovs"].get("table_misses", 0) == 0
 
 
 def test_link_failure_is_routed_around_and_restored():
     ts = build_tables(build("dsnf:n=16"), "min")
     rep = run_fail(ts, [(0, 1)], down_s=1.0, log=quiet)
     print("\nLIVE fail", json.dumps({k: rep[k] for k in (
-        "probes_sent", "lost", "misrouted", "duplicated", "loss_window")}))
+        "probes_sent", "lost", "misrouted", "duplicated", "receiver_drops", "ovs",
+        "latency_ms", "loss_window")}))
     assert rep["update"]["mode"] == "two-phase" and rep["update"]["ok"]
     assert rep["update"]["to"].endswith("fail=0-1") and rep["restore_update"]["ok"]
     assert rep["lost"] > 0, "probes crossing the link were lost until the repair"
@@ -56,22 +56,27 @@ def test_link_failure_is_routed_around_and_restored():
     assert w["port_status_ms"] < w["in_force_ms"] and rep["loss_spans"]
     assert rep["degraded"]["verified"] and rep["degraded"]["cdg_acyclic"]
     assert rep["restored"] and rep["controller"]["version"] == 0
-    assert rep["ok"]
+    # no packet met a table without an entry for it, at any switch, at any time (the loss
+    # window itself is timing: a loaded machine stretches it; docs/updates.md)
+    assert rep["ovs"].get("table_misses", 0) == 0
 
 
-def test_fast_failover_repairs_before_the_controller():
+def test_fast_failover_repairs_without_the_controller():
+    """The controller leaves the tables alone (``--no-link-repair``): with the link down for
+    2 s, the FAST_FAILOVER groups alone carry the probes that crossed it."""
     from controller.openflow.fabric import Fabric
 
     ts = build_tables(build("dsnf:n=16"), "min")
     link = tuple(Fabric(ts, fast_failover=True).plan_.ff["cables"][0])
-    rep = run_fail(ts, [link], down_s=1.0, fast_failover=True, log=quiet)
+    rep = run_fail(ts, [link], down_s=2.0, fast_failover=True, repair=False, log=quiet)
     w = rep["loss_window"]
     print("\nLIVE fail+ff", json.dumps({k: rep[k] for k in (
-        "probes_sent", "lost", "misrouted", "duplicated", "loss_window")}))
-    assert rep["fast_failover_cables"] == [list(link)] and rep["fast_failover"]["entries"] > 0
-    assert rep["misrouted"] == rep["duplicated"] == 0 and rep["ok"]
-    # the switches' groups moved the traffic before the controller's repair was in force
-    assert w["lost_to_ms"] is None or w["lost_to_ms"] < w["in_force_ms"]
+        "probes_sent", "lost", "misrouted", "duplicated", "ovs", "loss_window", "link_up_ms")}))
+    assert rep["fast_failover"]["entries"] > 0 and rep["controller"]["topology"] == "dsnf:n=16,p=2"
+    assert rep["misrouted"] == rep["duplicated"] == 0
+    assert rep["ovs"].get("table_misses", 0) == 0
+    # losses (if any) stopped while the link was still down, with no table changed
+    assert w["lost_to_ms"] is None or w["lost_to_ms"] < rep["link_up_ms"] / 2
 
 
 def test_load_refuses_another_fabric_and_keeps_serving(tmp_path):

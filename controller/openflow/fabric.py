@@ -91,6 +91,8 @@ class Fabric:
         self.plan_ = plan(ts, split_bits, fast_failover)
         self.split_bits = split_bits
         self.fast_failover = fast_failover
+        # switches a growth update added: they connect before their cables are plugged
+        self.awaiting: set[int] = set()
         self.version = version     # the program version (0 or 1) a two-phase update flips
         self.decisions = None      # controller.openflow.adaptive.Decisions (UGAL-L, adaptive)
         self.adapted = None
@@ -182,13 +184,13 @@ class Fabric:
         ports among the switch's (a host port may be empty), every network port of its
         cables, no other port; else a one-line reason — tables of another fabric, or
         miswiring.  Two exceptions for a living fabric: the port of a failed cable (degraded
-        tables) may be there or not, and a switch with no network port at all is a new one
-        whose cables come after it (growth: :meth:`missing_ports` lists them)."""
+        tables) may be there or not, and a switch a growth update added (:attr:`awaiting`)
+        connects before its cables are plugged (:meth:`missing_ports` lists them)."""
         have = {int(p) for p in ports if int(p) < 0xFF00}
         host, net = self.expected_ports(switch)
         failed = self._failed_ports(switch)
         extra = sorted(have - net - host - failed)
-        missing = sorted(net - have) if have & (net | failed) else []
+        missing = [] if switch in self.awaiting else sorted(net - have)
         if not missing and not extra:
             return None
         return (f"switch {switch} of {self.topo.name()} has ports {sorted(have)[:12]}; the "

@@ -83,6 +83,8 @@ class Update:
         version = old.version if mode == "ordered" else 1 - old.version
         self.new = Fabric(new, old.split_bits, version=version,
                           fast_failover=old.fast_failover)
+        # the switches growth adds connect before their cables (docs/updates.md)
+        self.new.awaiting = set(range(old.topo.n_switches, new.topo.n_switches))
         if mode == "two-phase" and not (self.new.plan_.versions and old.plan_.versions):
             raise ValueError(f"update to {new.topo.name()}: its VIDs leave no bit for the "
                              "version tag; a two-phase update is not possible")

@@ -61,9 +61,11 @@ def _check(ts: TableSet) -> None:
         raise BadInput(f"emulate: {e}") from None
 
 
-def _controller(d: Path, ts: TableSet, drain: float | None, ff: bool = False) -> Controller:
+def _controller(d: Path, ts: TableSet, drain: float | None, ff: bool = False,
+                repair: bool = True) -> Controller:
     write_table_set(ts, verify(ts), d / "old", ("openflow",))
-    args = ("--static", "--control", str(d / "ctl.sock")) + (("--fast-failover",) if ff else ())
+    args = (("--static", "--control", str(d / "ctl.sock"))
+            + (("--fast-failover",) if ff else ()) + (() if repair else ("--no-link-repair",)))
     return Controller(d / "old", free_port(), d,
                       args=args + (("--drain", str(drain)) if drain is not None else ()))
 
@@ -166,13 +168,15 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
 
 
 def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = None,
-             down_s: float = 2.0, fast_failover: bool = False, log=print) -> dict:
+             down_s: float = 2.0, fast_failover: bool = False, repair: bool = True,
+             log=print) -> dict:
     """Take the cables between each switch pair of ``pairs`` down under a probe stream, let
     the controller route around them, bring them back and let it restore the tables
     (module doc); with ``fast_failover`` the switches hold FAST_FAILOVER groups on the
-    verified backup ports.  The report: the stream's counts and loss window (ms from the
-    link going down), the degraded tables' proof, both update reports, whether the original
-    program is back."""
+    verified backup ports; without ``repair`` the controller leaves the tables as they are
+    (what the data plane does alone).  The report: the stream's counts and loss window (ms
+    from the link going down), the degraded tables' proof, both update reports, whether the
+    original program is back."""
     from tablegen.topologies.failures import without_links
 
     topo = ts.topo
@@ -187,7 +191,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
     times: dict = {}
     with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
         d = Path(tmp)
-        ctl = _controller(d, ts, drain, fast_failover)
+        ctl = _controller(d, ts, drain, fast_failover, repair)
         try:
             with emulate(topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
                 ctl.wait_verified(topo.n_switches)
@@ -203,11 +207,11 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
                     time.sleep(1.0)
                     t_down = max(set_link(fnet, a, b, False) for a, b in pairs)
                     wall_down = time.time() - (time.monotonic() - t_down)
-                    down = _wait_update(ctl, 1)
+                    down = _wait_update(ctl, 1) if repair else None
                     times["repaired_s"] = time.monotonic() - t_down
                     time.sleep(down_s)
                     t_up = max(set_link(fnet, a, b, True) for a, b in pairs)
-                    up = _wait_update(ctl, 2)
+                    up = _wait_update(ctl, 2) if repair else None
                     times["restored_s"] = time.monotonic() - t_up
                     time.sleep(1.0)
                 counters = _delta(c0, _counters())
@@ -216,6 +220,15 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
         finally:
             ctl.stop()
             cleanup_leftovers(PREFIX)
+    if not repair:
+        return _report(ts, deg_ts, rep, {}, after, times, {
+            "fail": [list(p) for p in pairs], "repair": False, "ovs": counters,
+            "fast_failover": None if ff is None else {k: ff[k] for k in ("switches", "entries")},
+            "link_up_ms": round((t_up - t_down) * 1e3, 1),
+            "loss_window": {"lost_from_ms": rep["first_lost_ms"],
+                            "lost_to_ms": rep["last_lost_ms"]},
+            "ok": (rep["misrouted"] == rep["duplicated"] == 0
+                   and not counters.get("table_misses"))})
     du, uu = down["update"], up["update"]
     if not du.get("ok"):
         raise RunFailed(f"controller: the repair failed: {du}")
