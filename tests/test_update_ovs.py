@@ -104,3 +104,15 @@ def test_load_refuses_another_fabric_and_keeps_serving(tmp_path):
             time.sleep(0.2)
             st = ctl.status()
             assert st["cookie"] == before and st["verified"] == 16 and st["updates"] == 0
+            # a grown set of this fabric: applied live (the new switches never come here)
+            d18 = tmp_path / "d18"
+            subprocess.run([FABROUTE, "tables", "dsnf:n=18", "--routing", "min", "--formats",
+                            "json,openflow", "--out", str(d18)], check=True,
+                           capture_output=True)
+            r = subprocess.run([FABROUTE, "load", str(sock), str(d18), "--json"],
+                               capture_output=True, text=True)
+            rep = json.loads(r.stdout)
+            assert r.returncode == 0 and rep["ok"] and rep["to"] == "dsnf:n=18,p=2"
+            assert rep["verified"] == 16 and rep["mode"] in ("ordered", "two-phase")
+            st = ctl.status()
+            assert st["topology"] == "dsnf:n=18,p=2" and st["updates"] == 1
