@@ -48,7 +48,9 @@ def add_parsers(sub) -> None:
     sp = sub.add_parser("load", help="apply a new table directory to a running controller "
                         "(--control SOCKET) as a live, consistent update; prints its report")
     sp.add_argument("socket", metavar="SOCKET")
-    sp.add_argument("dir", metavar="NEWDIR")
+    sp.add_argument("dir", metavar="NEWDIR", nargs="?")
+    sp.add_argument("--resume", action="store_true", help="a DSN-F p -> p+1 update holds "
+                    "(no host injects) until the cables are moved: go on with it")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_load)
 
@@ -119,11 +121,16 @@ def cmd_controller(args) -> int:
 def cmd_load(args) -> int:
     from controller.openflow.control import request
 
-    d = Path(args.dir)
-    if not d.is_dir():
-        raise BadInput(f"load: NEWDIR={d} is not a directory; expected the --out of "
-                       "'fabroute tables' or 'fabroute expand'")
-    rep = request(Path(args.socket), {"load": str(d.resolve())})
+    if args.resume == (args.dir is not None):
+        raise BadInput("load: give NEWDIR or --resume; expected one of them")
+    if args.resume:
+        rep = request(Path(args.socket), {"resume": True})
+    else:
+        d = Path(args.dir)
+        if not d.is_dir():
+            raise BadInput(f"load: NEWDIR={d} is not a directory; expected the --out of "
+                           "'fabroute tables' or 'fabroute expand'")
+        rep = request(Path(args.socket), {"load": str(d.resolve())})
     if rep.get("bad_input"):
         raise BadInput(rep["error"])
     if args.json:
@@ -132,7 +139,8 @@ def cmd_load(args) -> int:
         phases = ", ".join(f"{p['name']} {p['messages']} msgs {p['seconds'] * 1e3:.0f} ms"
                            for p in rep.get("phases", []))
         print(f"{rep.get('mode')}: {rep.get('from', '')} -> {rep.get('to', '')}; {phases}; "
-              f"verified {rep.get('verified', '-')} switches")
+              + ("holding: move the cables, then 'fabroute load SOCKET --resume'"
+                 if rep.get("held") else f"verified {rep.get('verified', '-')} switches"))
     else:
         print(f"load: {rep.get('error', 'failed')}", file=sys.stderr)
     return 0 if rep.get("ok") else 1

@@ -45,6 +45,8 @@ def add_parsers(sub) -> None:
     g.add_argument("--expand", type=int, metavar="N", help="DSN-F: grow the running fabric "
                    "by N switches (the controller applies the grown tables live, then the new "
                    "switches, hosts and cables join)")
+    g.add_argument("--transform", action="store_true", help="DSN-F at n = p·2^p: the p-1 -> "
+                   "p transformation of the running fabric (hold, move the cables, flip)")
     g.add_argument("--fail", metavar="A:B[,C:D...]", help="take these links down (switch ids "
                    "as in `fabroute topology SPEC --json`), let the controller route around "
                    "them, then bring them back")
@@ -95,14 +97,17 @@ def cmd_emulate(args) -> int:
 
         fail = parse_failures(args.fail)
         without_links(topo, fail)          # a link that does not exist: exit 2, nothing run
-    if args.expand is not None and args.fail is not None:
-        raise BadInput("emulate: --expand and --fail exclude each other; expected one")
+    if sum((args.expand is not None, args.fail is not None, args.transform)) > 1:
+        raise BadInput("emulate: --expand, --fail and --transform exclude each other; "
+                       "expected one")
+    if args.transform:
+        topo = _before_transform(topo)
     if not 0 < args.rate <= 2000:
         raise BadInput(f"emulate: --rate {args.rate:g}; expected 0 < probes/s <= 2000")
     ts, _ = verified_tables(topo, args, con, "emulate")
     if ts is None:
         return 1
-    if args.expand is not None or fail is not None:
+    if args.expand is not None or fail is not None or args.transform:
         return _emulate_live(ts, args, fail, con)
     if args.traffic:
         return _emulate_load(ts, args, con)
@@ -116,12 +121,25 @@ def cmd_emulate(args) -> int:
     return 0 if report["ok"] else 1
 
 
+def _before_transform(topo):
+    """The full (p-1)-level DSN-F a ``dsnf:n=N`` SPEC at ``N = p·2^p`` transforms from."""
+    from tablegen.topologies.dsnf import build_dsnf
+
+    n, p = topo.n_switches, int(topo.params.get("p", 0))
+    if topo.kind != "dsnf" or "fail" in topo.params or n != p * 2 ** p or p < 2:
+        raise BadInput(f"emulate --transform: {topo.name()} is not a transformation point; "
+                       "expected dsnf:n=N with N = p·2^p (24, 64, 160, …)")
+    return build_dsnf(n, int(topo.hosts[0]), p=p - 1)
+
+
 def _emulate_live(ts, args, fail, con) -> int:
-    from emulation.mininet.liverun import run_expand, run_fail
+    from emulation.mininet.liverun import run_expand, run_fail, run_transform
 
     log = (lambda *_a, **_k: None) if args.json else con.log
     try:
-        if args.expand is not None:
+        if args.transform:
+            rep = run_transform(ts, rate=args.rate, log=log)
+        elif args.expand is not None:
             rep = run_expand(ts, args.expand, rate=args.rate, log=log)
         else:
             rep = run_fail(ts, fail, rate=args.rate, fast_failover=args.fast_failover,

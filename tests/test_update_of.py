@@ -276,3 +276,96 @@ def test_no_single_hop_detour_exists_in_a_moore_graph():
 
     assert fast_failover(build_tables(build("slimfly:q=5"), "min")) == {}
     assert len(fast_failover(build_tables(build("slimfly:q=7"), "min"))) > 0
+
+
+def test_rewiring_update_holds_then_forwards_the_transformed_fabric_with_old_addresses():
+    """DSN-F 64, p = 3 -> 4: every switch is renumbered and 79 cables move.  The update
+    installs the new version, then *holds* (hosts inject nothing; nothing is in flight while
+    cables move), then flips.  Each physical switch keeps its datapath and each host its MAC;
+    after the flip every pair is delivered over the new cables by the new tables."""
+    from tablegen.topologies.dsnf import transform
+
+    old_t = build_dsnf(64, p=3)
+    new_t, _, relabel = transform(64)
+    old = Fabric(build_tables(old_t, "dsnf"))
+    new_ts = build_tables(new_t, "dsnf")
+    upd = Update(old, new_ts, relabel=relabel)
+    assert upd.mode == "rewire" and upd.new.version == 1
+    fab = upd.new
+    inv = {int(r): i for i, r in enumerate(relabel)}
+    assert all(fab.dpid_of(r) == old.dpid_of(inv[r]) for r in range(64))
+    assert fab.plan_.host_mac[int(new_t.host_offset[5])] == \
+        old.plan_.host_mac[int(old_t.host_offset[inv[5]])]
+    phases = list(upd.phases(range(64)))
+    assert [p.name for p in phases] == ["install", "hold", "flip", "remove"]
+    assert phases[1].pause and not phases[2].pause
+    # model by datapath: what the messages leave at each physical switch
+    flows = {old.dpid_of(u): {k: r for k, (_, r) in old.intended(u)[0].items()} for u in range(64)}
+    groups = {d: {} for d in flows}
+    rec = {}
+    for u in range(64):
+        for k, (_, r) in old.intended(u)[0].items():
+            rec[(old.dpid_of(u), k)] = r
+        for k, (_, r) in fab.intended(relabel[u])[0].items():
+            rec[(old.dpid_of(u), k)] = r
+    for d, ms in phases[1].msgs.items():            # hold entries: the old stamps, dropping
+        for m in ms:
+            key, _ = msg.canon_stats_flow(m)
+            f = rec[(d, key)]
+            rec[(d, key, "hold")] = type(f)(f.table, f.priority, f.match, ())
+
+    def apply(ph):
+        for d, ms in ph.msgs.items():
+            for m in ms:
+                if isinstance(m, msg.parser.OFPFlowMod):
+                    key, _ = msg.canon_stats_flow(m)
+                    if m.command == msg.ofp.OFPFC_DELETE_STRICT:
+                        del flows[d][key]
+                    else:
+                        flows[d][key] = rec.get((d, key, "hold")) if ph.name == "hold" \
+                            else rec[(d, key)]
+
+    def switches(ids_to_dpid):
+        return {u: Switch("\n".join(ofctl_flow(f) for f in flows[d].values()), None)
+                for u, d in ids_to_dpid.items()}
+
+    def deliver(sws, topo, macs, hs, hd):
+        ht = topo.host_table()
+        _, ss, ps = ht[hs].tolist()
+        _, sd, pd = ht[hd].tolist()
+        pkt = {"in_port": ps, "vlan": None, "dst": int(macs[hd].replace(":", ""), 16),
+               "metadata": 0, "queue": None}
+        sw = ss
+        for _ in range(30):
+            outputs = []
+            run_table(sws[sw], 0, dict(pkt, chosen=[]), lambda b: 0, outputs)
+            if not outputs:
+                return None
+            port, after = outputs[0]
+            if 1 <= port <= topo.hosts[sw]:
+                return (sw, port) == (sd, pd)
+            j = port - int(topo.hosts[sw]) - 1
+            nxt = int(topo.adj[sw, j])
+            pkt = {"in_port": int(topo.hosts[nxt]) + 1 + int(topo.peer[sw, j]),
+                   "vlan": list(after["vlan"]), "dst": after["dst"], "metadata": 0,
+                   "queue": None}
+            sw = nxt
+        return False
+
+    rng = random.Random(5)
+    pairs = [(a, b) for a in range(64) for b in range(64) if a != b]
+    rng.shuffle(pairs)
+    pairs = pairs[:300]
+    apply(phases[0])
+    olds = switches({u: old.dpid_of(u) for u in range(64)})
+    assert all(deliver(olds, old_t, old.plan_.host_mac, a, b) for a, b in pairs)
+    apply(phases[1])                                # held: hosts inject nothing
+    held = switches({u: old.dpid_of(u) for u in range(64)})
+    assert all(deliver(held, old_t, old.plan_.host_mac, a, b) is None for a, b in pairs)
+    apply(phases[2])                                # cables moved, flipped: the new fabric
+    news = switches({r: fab.dpid_of(r) for r in range(64)})
+    # host h of new switch r is the old host of switch inv[r]: same MAC (fab.plan_.host_mac)
+    assert all(deliver(news, new_t, fab.plan_.host_mac, a, b) for a, b in pairs)
+    apply(phases[3])
+    assert flows == {fab.dpid_of(r): {k: f for k, (_, f) in fab.intended(r)[0].items()}
+                     for r in range(64)}

@@ -41,7 +41,9 @@ from controller.openflow.update import Links, Update, control_tables
 from controller.tls import dpid_ranges
 from tablegen.errors import BadInput
 from tablegen.limits import DRAIN_S
-from tablegen.exports.openflow import T_INGRESS, dpid
+
+HOLD_S = 300          # a held rewiring update flips after this long without a resume
+from tablegen.exports.openflow import T_INGRESS
 
 
 class FabrouteApp(app_manager.OSKenApp):
@@ -71,6 +73,9 @@ class FabrouteApp(app_manager.OSKenApp):
         self._updating = False
         self._last_update: dict | None = None
         self._update_count = 0
+        self._resume = None                   # a held rewiring update waits on it
+        self._rewiring = False                # a renumbering update runs (ports will move)
+        self._resumed = None                  # the resume request's reply queue
         self._links = Links(self.fabric.ts) if self.fabric is not None else None
         if self.fabric is not None:
             hub.spawn(self._updater)
@@ -279,7 +284,7 @@ class FabrouteApp(app_manager.OSKenApp):
             self.logger.warning("switch %d answered no statistics for %.1f s: its decisions "
                                 "fall back to MIN", u, fab.decisions.p.max_age * fab.decisions.poll)
         for u, flows in changes.items():
-            d = dpid(u)
+            d = fab.dpid_of(u)
             st = fab.switches.get(d)
             if st is None:      # not connected: it connects to a program with the shares of then
                 continue
@@ -354,8 +359,8 @@ class FabrouteApp(app_manager.OSKenApp):
         m = ev.msg
         dp, d, o = m.datapath, m.desc, m.datapath.ofproto
         st = self.fabric.current(dp.id, dp)
-        if st is None or not self.repair_links:
-            return
+        if st is None or not self.repair_links or self._rewiring:
+            return          # (cables move while a renumbering update runs: not failures)
         up = (m.reason != o.OFPPR_DELETE and not d.state & o.OFPPS_LINK_DOWN
               and not d.config & o.OFPPC_PORT_DOWN)
         if self._links.port(st.switch, d.port_no, up):
@@ -371,28 +376,50 @@ class FabrouteApp(app_manager.OSKenApp):
         is computed when the update starts)."""
         while True:
             kind, why, t_event, reply = self._updates.get()
+            relabel = None
             try:
                 if kind == "load":
+                    ts, relabel = why
                     old = self._links
-                    self._links = Links(why)
-                    self._links.down = old.down
-                    why = f"load {why.topo.name()} ({why.routing})"
+                    self._links = Links(ts)
+                    if relabel is None:         # ports keep their meaning: so do port states
+                        self._links.down = old.down
+                    why = f"load {ts.topo.name()} ({ts.routing})"
                 target = self._links.target()
                 if target is self.fabric.ts or generation_cookie(target) == self.fabric.cookie:
                     rep = {"ok": True, "mode": "none", "reason": why, "changed": False}
                 else:
-                    rep = self._apply(target, why, t_event)
+                    rep = self._apply(target, why, t_event, relabel, reply)
             except Exception as e:        # reported, never the end of the loop
                 self.logger.exception("update failed")
                 rep = {"ok": False, "reason": why, "error": f"{type(e).__name__}: {e}"}
             self._last_update = rep
             self._update_count += 1
             self._write_status()
+            if rep.pop("_replied", False):      # a rewiring update answered when it held
+                reply = self._resumed
+                self._resumed = None
             if reply is not None:
                 reply.put(rep)
 
-    def _apply(self, target, why: str, t_event: float) -> dict:
-        upd = Update(self.fabric, target, drain=self.drain)
+    def _hold(self, rep: dict, reply) -> None:
+        """A rewiring update holds (no host injects, nothing in flight): answer the request
+        that started it, then wait until a ``resume`` request says the cables are moved (at
+        most :data:`HOLD_S`; then the flip goes ahead and what the missing cables carry is
+        lost)."""
+        rep["t_held"] = time.time()
+        self._resume = hub.Event()
+        if reply is not None:
+            reply.put(dict(rep, held=True))
+            rep["_replied"] = True
+        self._write_status()
+        if not self._resume.wait(HOLD_S):
+            self.logger.error("update held %d s without a resume; flipping", HOLD_S)
+        self._resume = None
+        rep["t_resumed"] = time.time()
+
+    def _apply(self, target, why: str, t_event: float, relabel=None, reply=None) -> dict:
+        upd = Update(self.fabric, target, drain=self.drain, relabel=relabel)
         old = self.fabric
         self.logger.warning("update (%s): %s, %s -> %s", why, upd.mode, old.topo.name(),
                             target.topo.name())
@@ -400,12 +427,13 @@ class FabrouteApp(app_manager.OSKenApp):
         rep = dict(upd.summary(), ok=True, reason=why, t_event=t_event, t_start=time.time(),
                    switches=len(live), phases=[])
         self._updating = True
+        self._rewiring = relabel is not None
         try:
             phases = upd.phases(sorted(live))
             rep["t_planned"] = time.time()
             for ph in phases:
                 t0 = time.monotonic()
-                late = self._send_phase(ph, {dpid(u): st for u, st in live.items()})
+                late = self._send_phase(ph, {old.dpid_of(u): st for u, st in live.items()})
                 rep["phases"].append({"name": ph.name, "messages": ph.count(),
                                       "switches": len(ph.msgs), "unanswered": late,
                                       "seconds": round(time.monotonic() - t0, 4)})
@@ -414,19 +442,22 @@ class FabrouteApp(app_manager.OSKenApp):
                     rep["t_in_force"] = rep["t_last_flow_mod"]
                 if ph.wait:
                     hub.sleep(ph.wait)
+                if ph.pause:
+                    self._hold(rep, reply)
             new = upd.new
             if old.adapted is not None and new.plan_.decide is not None:
                 new.adapt(*old.adapted)         # shares start minimal again
             for dp_id, st in old.switches.items():
-                new.switches[dp_id] = SwitchState(st.switch, new.program(st.switch),
-                                                  state="reading", conn=st.conn)
+                u = new.switch_of(dp_id)
+                new.switches[dp_id] = SwitchState(u, new.program(u), state="reading",
+                                                  conn=st.conn)
             self.fabric = new
             self._later.clear()
             self._deciding.clear()
             for st in list(new.switches.values()):
                 self._read(st.conn)            # read back: verified against the new program
         finally:
-            self._updating = False
+            self._updating = self._rewiring = False
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(
                 st.state in ("reading", "repairing") for st in self.fabric.switches.values()):
@@ -470,15 +501,23 @@ class FabrouteApp(app_manager.OSKenApp):
     def _control_client(self, sock):
         """One request per connection, one JSON line each way: ``{"load": DIR}`` (a proven
         table directory of this fabric: applied as a live update, answered when done) or
-        ``{"status": true}``."""
+        ``{"status": true}``; a rewiring update (DSN-F ``p -> p + 1``) answers ``load`` when it
+        holds and ``{"resume": true}`` when it is done."""
         with sock:
             f = sock.makefile("rwb")
             try:
                 req = json.loads(f.readline() or b"{}")
                 if "load" in req:
-                    ts = control_tables(req["load"], self.fabric.ts)
+                    loaded = control_tables(req["load"], self.fabric.ts)
                     reply = hub.Queue()
-                    self._updates.put(("load", ts, time.time(), reply))
+                    self._updates.put(("load", loaded, time.time(), reply))
+                    rep = reply.get()
+                elif req.get("resume"):
+                    if self._resume is None:
+                        raise BadInput("controller: resume: no update is holding")
+                    self._resumed = hub.Queue()
+                    reply = self._resumed
+                    self._resume.set()
                     rep = reply.get()
                 else:
                     rep = {"ok": True, "status": self.fabric.status()}
@@ -497,6 +536,7 @@ class FabrouteApp(app_manager.OSKenApp):
         st["update"] = self._last_update
         st["updates"] = self._update_count
         st["updating"] = self._updating
+        st["held"] = self._resume is not None
         st["failed_links"] = sorted(map(list, self._links.failed())) if self._links else []
         tmp = self.status_path.with_name(self.status_path.name + f".tmp-{os.getpid()}")
         tmp.write_text(json.dumps(st))

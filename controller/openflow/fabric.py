@@ -25,8 +25,8 @@ from tablegen.exports.openflow import (
     T_INGRESS,
     Program,
     plan,
+    dpid,
     program,
-    switch_of_dpid,
     version_flows,
 )
 from tablegen.tables import TableSet
@@ -84,11 +84,16 @@ class Fabric:
     """Decisions for one table set.  ``program`` records are computed once per switch."""
 
     def __init__(self, ts: TableSet, split_bits: int = SPLIT_BITS, version: int = 0,
-                 fast_failover: bool = False):
+                 fast_failover: bool = False, dpids=None, addresses=None):
         self.ts = ts
         self.topo = ts.topo
         self.cookie = generation_cookie(ts)
-        self.plan_ = plan(ts, split_bits, fast_failover)
+        self.plan_ = plan(ts, split_bits, fast_failover, addresses)
+        # the datapath id of every switch: switch + 1, or the physical switch's own after a
+        # relabelling (DSN-F p -> p + 1: switches keep their datapaths, tables renumber them)
+        self.dpids = [dpid(u) for u in range(ts.topo.n_switches)] if dpids is None \
+            else [int(d) for d in dpids]
+        self._switch_of = {d: u for u, d in enumerate(self.dpids)}
         self.split_bits = split_bits
         self.fast_failover = fast_failover
         # switches a growth update added: they connect before their cables are plugged
@@ -106,13 +111,17 @@ class Fabric:
     def switch_of(self, dpid: int) -> int | None:
         """Our switch id of a datapath id; ``None`` for a datapath that is not ours (refuse it,
         never guess)."""
-        return switch_of_dpid(self.topo, dpid)
+        return self._switch_of.get(int(dpid))
+
+    def dpid_of(self, switch: int) -> int:
+        return self.dpids[switch]
 
     def program(self, switch: int) -> Program:
         """The switch's program, with the current decisions of an adaptive UGAL-L."""
         if switch not in self._programs:
             shares = self.decisions.shares(switch) if self.decisions is not None else None
-            self._programs[switch] = program(self.plan_, switch, shares, self.version)
+            prog = program(self.plan_, switch, shares, self.version)
+            self._programs[switch] = replace(prog, dpid=self.dpids[switch])
         return self._programs[switch]
 
     def adapt(self, params, poll: float, link_bps: float | None = None) -> None:

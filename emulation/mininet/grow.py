@@ -264,3 +264,58 @@ def _check_ofports(want: dict[str, int]) -> None:
     if bad:
         raise RunFailed(f"{len(bad)} new OVS port(s) did not get their fabroute port number "
                         f"(ofport_request): {', '.join(bad[:5])}")
+
+
+def renumbered(topo: Topology, relabel) -> Topology:
+    """``topo`` (a renumbered fabric: the running net's switch ``i`` is its switch
+    ``relabel[i]``) in the running net's ids (DSN-F ``p -> p + 1`` renumbers every switch;
+    the bridges keep their names and datapaths).  Ports, hosts and link kinds stay.
+    ``O(N R)``."""
+    inv = np.asarray(relabel, dtype=np.int64)      # net id -> topo id
+    m = np.empty_like(inv)                         # topo id -> net id
+    m[inv] = np.arange(len(inv))
+    adj = np.where(topo.adj >= 0, m[np.maximum(topo.adj, 0)], -1)[inv].astype(np.int32)
+    return Topology(kind=topo.kind, params=dict(topo.params), label_names=topo.label_names,
+                    labels=topo.labels[inv], hosts=topo.hosts[inv], adj=adj,
+                    peer=topo.peer[inv], link_kind=topo.link_kind[inv],
+                    kind_names=topo.kind_names, cabinet=topo.cabinet[inv],
+                    group=topo.group[inv])
+
+
+def rewire(fnet: FabricNet, new_topo: Topology) -> dict:
+    """Move the running net's cables to those of ``new_topo`` (same switches and hosts, in
+    the net's ids: :func:`renumbered`): cables only the old topology has are unplugged
+    (both ports deleted from their bridges in one ``ovs-vsctl`` transaction, the veth pairs
+    in one ``ip -batch``), then those only the new one has are plugged (:func:`add_cables`);
+    a cable between the same switches on other ports is both.  Returns counts and
+    ``time.monotonic()`` of ``unplugged`` and ``ports``.  ``O(cables)``."""
+    if new_topo.n_switches != fnet.topo.n_switches or not np.array_equal(new_topo.hosts,
+                                                                        fnet.topo.hosts):
+        raise BadInput(f"rewire: {new_topo.name()} has other switches or hosts than "
+                       f"{fnet.topo.name()}; expected the same ones")
+    def cables(t):          # each cable once, from its smaller (switch, port) end
+        return {tuple(x for e in sorted(((a, pa), (b, pb))) for x in e)
+                for a, pa, b, pb in t.links.tolist()}
+
+    before, after = cables(fnet.topo), cables(new_topo)
+    gone, new = sorted(before - after), sorted(after - before)
+    times = {}
+    if gone:
+        cmd = ["ovs-vsctl", "--timeout=120"]
+        for a, pa, b, pb in gone:
+            for s, p in ((a, pa), (b, pb)):
+                cmd += ["--", "--if-exists", "del-port", fnet.bridges[s], f"{fnet.bridges[s]}-eth{p}"]
+        _run(cmd)
+        _ip_batch([f"link del dev {fnet.bridges[a]}-eth{pa}" for a, pa, _, _ in gone],
+                  fnet.workdir, "rewire-unplug")
+        names = {f"{fnet.bridges[s]}-eth{p}" for a, pa, b, pb in gone
+                 for s, p in ((a, pa), (b, pb))}
+        for link in [x for x in fnet.net.links if x.intf1.name in names]:  # Mininet's view
+            fnet.net.links.remove(link)
+            for intf in (link.intf1, link.intf2):
+                intf.delete()           # QuietIntf: bookkeeping only, no command
+    times["unplugged"] = time.monotonic()
+    fnet.topo = new_topo
+    if new:
+        times.update(add_cables(fnet, new))
+    return {"removed": len(gone), "added": len(new), **times}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from controller.openflow.control import request
 from emulation.mininet.ctl import Controller, free_port
-from emulation.mininet.grow import add_cables, add_switches, set_link
+from emulation.mininet.grow import add_cables, add_switches, renumbered, rewire, set_link
 from emulation.mininet.net import cleanup_leftovers, emulate, ensure_ovs
 from emulation.mininet.session import PREFIX
 from emulation.mininet.stream import ProbeStream, default_pairs, reachable_after
@@ -36,7 +36,7 @@ from tablegen.tables import TableSet
 from tablegen.update import table_diff
 from tablegen.verify import tighten, verify
 
-__all__ = ["run_expand", "run_fail"]
+__all__ = ["run_expand", "run_fail", "run_transform"]
 
 STREAM_PAIRS = 32          # probe pairs (more overload the userspace datapath: docs/emulation.md)
 # a probe's send time is taken before its sendto and the barrier reply before the datapath's
@@ -260,6 +260,75 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
                and not counters.get("table_misses")
                and (rep["last_lost_ms"] is None
                     or rep["last_lost_ms"] <= window["in_force_ms"] + IN_FORCE_SLACK_MS))})
+
+
+def run_transform(ts: TableSet, *, rate: float = 200.0, drain: float | None = None,
+                  log=print) -> dict:
+    """DSN-F's ``p -> p + 1`` transformation of the running fabric of ``ts`` (the full
+    ``p``-level network at ``n = (p+1) 2^(p+1)``) under the probe stream: the controller
+    installs the new version, holds (hosts inject nothing, the old version drains), the
+    cables are moved (:func:`~emulation.mininet.grow.rewire`: switches keep their bridges
+    and datapaths, hosts their addresses), the controller flips to the new version.  The
+    report: the stream's counts, the loss window against the hold (ms after the hold began:
+    resumed, new program in force, first and last probe lost), the cables moved and the
+    update report."""
+    from tablegen.topologies.dsnf import transform
+
+    topo = ts.topo
+    n, p = topo.n_switches, int(topo.params.get("p", 0))
+    if topo.kind != "dsnf" or "fail" in topo.params or n != (p + 1) * 2 ** (p + 1):
+        raise BadInput(f"emulate --transform: {topo.name()} is not a full DSN-F at a "
+                       "transformation point; expected dsnf:n=N with N = p·2^p (24, 64, 160…)")
+    new_topo, _, relabel = transform(n, int(topo.hosts[0]))
+    _check(ts)
+    new_ts, _ = _verified(new_topo, ts)
+    _check(new_ts)
+    ensure_ovs()
+    times: dict = {}
+    with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
+        d = Path(tmp)
+        write_table_set(new_ts, verify(new_ts), d / "new", ("openflow",))
+        ctl = _controller(d, ts, drain)
+        try:
+            with emulate(topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
+                ctl.wait_verified(n)
+                log(f"net up: {n} switches verified; probe stream on; transforming to "
+                    f"{new_topo.name()}")
+                c0 = _counters()
+                with ProbeStream(fnet, default_pairs(list(fnet.host_ids), STREAM_PAIRS),
+                                 rate=rate) as stream:
+                    time.sleep(1.0)
+                    t0 = time.monotonic()
+                    wall0 = time.time()
+                    held = request(d / "ctl.sock", {"load": str(d / "new")})
+                    if not held.get("held"):
+                        raise RunFailed(f"controller did not hold: {held}\n{ctl.log_tail()}")
+                    times["held_s"] = time.monotonic() - t0
+                    moved = rewire(fnet, renumbered(new_topo, relabel))
+                    times["rewired_s"] = moved["ports"] - t0
+                    upd = request(d / "ctl.sock", {"resume": True})
+                    if not upd.get("ok"):
+                        raise RunFailed(f"controller update failed: {upd}\n{ctl.log_tail()}")
+                    times["done_s"] = time.monotonic() - t0
+                    time.sleep(1.0)
+                counters = _delta(c0, _counters())
+                rep = stream.report(t_ref=t0)
+                after = ctl.status()
+        finally:
+            ctl.stop()
+            cleanup_leftovers(PREFIX)
+
+    def ms(t):
+        return round((t - wall0) * 1e3, 1)
+
+    window = {"held_ms": ms(upd["t_held"]), "resumed_ms": ms(upd["t_resumed"]),
+              "in_force_ms": ms(upd["t_in_force"]), "lost_from_ms": rep["first_lost_ms"],
+              "lost_to_ms": rep["last_lost_ms"]}
+    return _report(ts, new_ts, rep, upd, after, times, {
+        "transform": True, "cables": {k: moved[k] for k in ("removed", "added")},
+        "ovs": counters, "loss_window": window,
+        "ok": (rep["misrouted"] == rep["duplicated"] == 0 and upd.get("ok")
+               and after.get("verified") == n and not counters.get("table_misses"))})
 
 
 def _crossing(ts: TableSet, hosts, pairs) -> list[tuple[int, int]]:

@@ -270,11 +270,15 @@ def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int) -> 
             "min_pcp": ts.classes[0].vc_base, "nonmin_pcp": choice.vc_base}
 
 
-def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False) -> Plan:
+def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False,
+         addresses: tuple[list, list] | None = None) -> Plan:
     """Check that ``ts`` fits the pipeline and precompute the per-table-set parts
     (``split_bits``: UGAL-L's decision granularity, :func:`decision_layout`;
     ``fast_failover``: FAST_FAILOVER groups on the verified backup ports of
-    :func:`tablegen.backup.fast_failover`).
+    :func:`tablegen.backup.fast_failover`; ``addresses``: ``(host MACs, switch MAC
+    prefixes)`` the hosts already have, instead of the plan's — a relabelled fabric (DSN-F
+    ``p -> p + 1``) keeps its hosts' addresses, whose groups are not the new ones, so no
+    destination group is aggregated).
     Complexity: O(N^2) plus VAL_nta's O(N^2 L) on-path triples (and the backups' proofs)."""
     topo = ts.topo
     n = topo.n_switches
@@ -283,8 +287,8 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False
         raise NotExpressible(f"{ts.routing}: classes use different phase-1 tables; VID 0 "
                              "cannot tell them apart")
     V = _effective_vcs(ts)
-    grp = topo.group.astype(np.int64)
-    G = topo.n_groups
+    grp = topo.group.astype(np.int64) if addresses is None else np.arange(n)
+    G = int(grp.max(initial=0)) + 1
     first = ts.classes[0]
     choice = next((c for c in ts.classes if c.inter != "none"), None)
     to_target = [c for c in ts.classes if c.table0 is not None and c.target0 != "dst"]
@@ -316,13 +320,19 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False
         leave = ts.exit_port if c is not None and c.exit == "port" else None
         phase_tables.append((vid, use, maj, er, ec, split, table, leave))
     on_path = ts.on_path_triples() if any(c.exit == "on_path" for c in to_target) else None
-    return Plan(ts, V, ingress, choice, [0] + ([1] if to_dst else []),
-                mac_str(host_macs(topo)), mac_str(switch_macs(topo)), mac_str(gmac),
-                phase_tables, to_target, on_path, decision_layout(ts, choice, split_bits),
-                top_vid < VERSION_BIT, _ff_entries(ts, phase_tables) if fast_failover else None)
+    decide = decision_layout(ts, choice, split_bits)
+    if addresses is not None and decide is not None:
+        raise NotExpressible(f"{ts.routing}: UGAL-L's decisions per destination group need "
+                             "the MAC plan's groups; a relabelled fabric keeps other addresses")
+    hmac, smac = (mac_str(host_macs(topo)), mac_str(switch_macs(topo))) if addresses is None \
+        else (list(addresses[0]), list(addresses[1]))
+    return Plan(ts, V, ingress, choice, [0] + ([1] if to_dst else []), hmac, smac,
+                mac_str(gmac),
+                phase_tables, to_target, on_path, decide, top_vid < VERSION_BIT,
+                _ff_entries(ts, phase_tables, grp) if fast_failover else None)
 
 
-def _ff_entries(ts: TableSet, phase_tables) -> dict:
+def _ff_entries(ts: TableSet, phase_tables, grp: np.ndarray) -> dict:
     """The cables with verified backups (:func:`tablegen.backup.fast_failover`, one
     backup per forwarding entry: a group entry's serves all the destinations it covers) and
     per switch the backup port of each entry over them: ``{"cables": [(u, v)], "at": {u:
@@ -332,7 +342,6 @@ def _ff_entries(ts: TableSet, phase_tables) -> dict:
     if len(phase_tables) != 1:
         return {"cables": [], "at": {}}
     _, use, maj, er, ec, split, table, _ = phase_tables[0]
-    grp = ts.topo.group.astype(np.int64)
     n = table.shape[0]
     covered = use[:, grp] & (table == maj[:, grp]) & (table >= 0)
     exc = np.zeros_like(covered)
