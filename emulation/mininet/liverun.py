@@ -16,6 +16,7 @@ tables are restored.  The report gives the loss window on the probes' clock.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import tempfile
@@ -94,6 +95,36 @@ def _delta(a: dict, b: dict) -> dict:
     return {k: b[k] - a.get(k, 0) for k in b if b[k] - a.get(k, 0)}
 
 
+def _prepared(ts: TableSet, new_topo) -> tuple[TableSet, object]:
+    """The verified tables of ``ts``'s routing on ``new_topo``; both sets must fit the
+    OpenFlow pipeline (bad input otherwise, before anything starts)."""
+    _check(ts)
+    new_ts, rep = _verified(new_topo, ts)
+    _check(new_ts)
+    return new_ts, rep
+
+
+@contextlib.contextmanager
+def _running(ts: TableSet, new_ts: TableSet | None = None, drain: float | None = None,
+             ff: bool = False, repair: bool = True):
+    """``(dir, controller, net)``: a scratch directory (with ``new_ts`` written to ``new``),
+    the controller serving ``ts`` with a control socket, the net of ``ts`` up and every
+    switch verified; all torn down afterwards."""
+    ensure_ovs()
+    with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
+        d = Path(tmp)
+        if new_ts is not None:
+            write_table_set(new_ts, verify(new_ts), d / "new", ("openflow",))
+        ctl = _controller(d, ts, drain, ff, repair)
+        try:
+            with emulate(ts.topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
+                ctl.wait_verified(ts.topo.n_switches)
+                yield d, ctl, fnet
+        finally:
+            ctl.stop()
+            cleanup_leftovers(PREFIX)
+
+
 def _wait_update(ctl: Controller, count: int, timeout: float = 60.0) -> dict:
     """The controller's status once its ``count``-th update has ended."""
     return ctl.wait_for(lambda st: st.get("updates", 0) >= count, timeout,
@@ -116,48 +147,36 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
         new_topo, cables = add_nodes(topo, count)
     except Exception as e:               # TopologyError: past what the labels allow
         raise BadInput(f"emulate --expand {count}: {e}") from None
-    _check(ts)
-    new_ts, _ = _verified(new_topo, ts)
-    _check(new_ts)
+    new_ts, _ = _prepared(ts, new_topo)
     diff = table_diff(ts, new_ts)
-    ensure_ovs()
     times: dict = {}
-    with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
-        d = Path(tmp)
-        write_table_set(new_ts, verify(new_ts), d / "new", ("openflow",))
-        ctl = _controller(d, ts, drain)
-        try:
-            with emulate(topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
-                ctl.wait_verified(topo.n_switches)
-                old_hosts = list(fnet.host_ids)
-                log(f"net up: {topo.n_switches} switches verified; probe stream on; growing "
-                    f"to {new_topo.n_switches} ({diff['order']['consistency']} update)")
-                c0 = _counters()
-                with ProbeStream(fnet, default_pairs(old_hosts, STREAM_PAIRS),
-                                 rate=rate) as stream:
-                    time.sleep(1.0)
-                    t = time.monotonic()
-                    upd = request(d / "ctl.sock", {"load": str(d / "new")})
-                    if not upd.get("ok"):
-                        raise RunFailed(f"controller update failed: {upd}\n{ctl.log_tail()}")
-                    times["update_s"] = time.monotonic() - t
-                    t = time.monotonic()
-                    grown = add_switches(fnet, new_topo, cables)
-                    times["switches_added_s"] = grown["bridges"] - t
-                    ctl.wait_verified(new_topo.n_switches)
-                    t_programs = time.monotonic()
-                    times["new_switches_verified_s"] = t_programs - t
-                    wired = add_cables(fnet, cables.added)
-                    times["cables_added_s"] = wired["ports"] - t_programs
-                    new_hosts = [h for h in fnet.host_ids if h not in set(old_hosts)]
-                    reach = reachable_after(fnet, new_hosts, t_programs)
-                    time.sleep(1.0)
-                counters = _delta(c0, _counters())
-                rep = stream.report()
-                after = ctl.status()
-        finally:
-            ctl.stop()
-            cleanup_leftovers(PREFIX)
+    with _running(ts, new_ts, drain) as (d, ctl, fnet):
+        old_hosts = list(fnet.host_ids)
+        log(f"net up: {topo.n_switches} switches verified; probe stream on; growing "
+            f"to {new_topo.n_switches} ({diff['order']['consistency']} update)")
+        c0 = _counters()
+        with ProbeStream(fnet, default_pairs(old_hosts, STREAM_PAIRS),
+                         rate=rate) as stream:
+            time.sleep(1.0)
+            t = time.monotonic()
+            upd = request(d / "ctl.sock", {"load": str(d / "new")})
+            if not upd.get("ok"):
+                raise RunFailed(f"controller update failed: {upd}\n{ctl.log_tail()}")
+            times["update_s"] = time.monotonic() - t
+            t = time.monotonic()
+            grown = add_switches(fnet, new_topo, cables)
+            times["switches_added_s"] = grown["bridges"] - t
+            ctl.wait_verified(new_topo.n_switches)
+            t_programs = time.monotonic()
+            times["new_switches_verified_s"] = t_programs - t
+            wired = add_cables(fnet, cables.added)
+            times["cables_added_s"] = wired["ports"] - t_programs
+            new_hosts = [h for h in fnet.host_ids if h not in set(old_hosts)]
+            reach = reachable_after(fnet, new_hosts, t_programs)
+            time.sleep(1.0)
+        counters = _delta(c0, _counters())
+        rep = stream.report()
+        after = ctl.status()
     return _report(ts, new_ts, rep, upd, after, times, {
         "expand": count, "new_hosts": len(new_hosts), "ovs": counters,
         "new_hosts_reachable_s": round(reach, 3),
@@ -184,42 +203,31 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
         deg_topo = without_links(topo, pairs)
     except Exception as e:
         raise BadInput(f"emulate --fail: {e}") from None
-    _check(ts)
-    deg_ts, deg_rep = _verified(deg_topo, ts)
-    _check(deg_ts)
-    ensure_ovs()
+    deg_ts, deg_rep = _prepared(ts, deg_topo)
     times: dict = {}
-    with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
-        d = Path(tmp)
-        ctl = _controller(d, ts, drain, fast_failover, repair)
-        try:
-            with emulate(topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
-                ctl.wait_verified(topo.n_switches)
-                original = ctl.status()["cookie"]
-                ff = ctl.status().get("fast_failover")
-                sp = _crossing(ts, fnet.host_ids, pairs) + default_pairs(fnet.host_ids,
-                                                                         STREAM_PAIRS)
-                sp = list(dict.fromkeys(sp))[:STREAM_PAIRS + 16]
-                log(f"net up: {topo.n_switches} switches verified; probe stream on "
-                    f"({len(sp)} pairs); failing {pairs}")
-                c0 = _counters()
-                with ProbeStream(fnet, sp, rate=rate) as stream:
-                    time.sleep(1.0)
-                    t_down = max(set_link(fnet, a, b, False) for a, b in pairs)
-                    wall_down = time.time() - (time.monotonic() - t_down)
-                    down = _wait_update(ctl, 1) if repair else None
-                    times["repaired_s"] = time.monotonic() - t_down
-                    time.sleep(down_s)
-                    t_up = max(set_link(fnet, a, b, True) for a, b in pairs)
-                    up = _wait_update(ctl, 2) if repair else None
-                    times["restored_s"] = time.monotonic() - t_up
-                    time.sleep(1.0)
-                counters = _delta(c0, _counters())
-                rep = stream.report(t_ref=t_down)
-                after = ctl.status()
-        finally:
-            ctl.stop()
-            cleanup_leftovers(PREFIX)
+    with _running(ts, None, drain, fast_failover, repair) as (d, ctl, fnet):
+        original = ctl.status()["cookie"]
+        ff = ctl.status().get("fast_failover")
+        sp = _crossing(ts, fnet.host_ids, pairs) + default_pairs(fnet.host_ids,
+                                                                 STREAM_PAIRS)
+        sp = list(dict.fromkeys(sp))[:STREAM_PAIRS + 16]
+        log(f"net up: {topo.n_switches} switches verified; probe stream on "
+            f"({len(sp)} pairs); failing {pairs}")
+        c0 = _counters()
+        with ProbeStream(fnet, sp, rate=rate) as stream:
+            time.sleep(1.0)
+            t_down = max(set_link(fnet, a, b, False) for a, b in pairs)
+            wall_down = time.time() - (time.monotonic() - t_down)
+            down = _wait_update(ctl, 1) if repair else None
+            times["repaired_s"] = time.monotonic() - t_down
+            time.sleep(down_s)
+            t_up = max(set_link(fnet, a, b, True) for a, b in pairs)
+            up = _wait_update(ctl, 2) if repair else None
+            times["restored_s"] = time.monotonic() - t_up
+            time.sleep(1.0)
+        counters = _delta(c0, _counters())
+        rep = stream.report(t_ref=t_down)
+        after = ctl.status()
     if not repair:
         return _report(ts, deg_ts, rep, {}, after, times, {
             "fail": [list(p) for p in pairs], "repair": False, "ovs": counters,
@@ -280,43 +288,31 @@ def run_transform(ts: TableSet, *, rate: float = 200.0, drain: float | None = No
         raise BadInput(f"emulate --transform: {topo.name()} is not a full DSN-F at a "
                        "transformation point; expected dsnf:n=N with N = p·2^p (24, 64, 160…)")
     new_topo, _, relabel = transform(n, int(topo.hosts[0]))
-    _check(ts)
-    new_ts, _ = _verified(new_topo, ts)
-    _check(new_ts)
-    ensure_ovs()
+    new_ts, _ = _prepared(ts, new_topo)
     times: dict = {}
-    with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
-        d = Path(tmp)
-        write_table_set(new_ts, verify(new_ts), d / "new", ("openflow",))
-        ctl = _controller(d, ts, drain)
-        try:
-            with emulate(topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
-                ctl.wait_verified(n)
-                log(f"net up: {n} switches verified; probe stream on; transforming to "
-                    f"{new_topo.name()}")
-                c0 = _counters()
-                with ProbeStream(fnet, default_pairs(list(fnet.host_ids), STREAM_PAIRS),
-                                 rate=rate) as stream:
-                    time.sleep(1.0)
-                    t0 = time.monotonic()
-                    wall0 = time.time()
-                    held = request(d / "ctl.sock", {"load": str(d / "new")})
-                    if not held.get("held"):
-                        raise RunFailed(f"controller did not hold: {held}\n{ctl.log_tail()}")
-                    times["held_s"] = time.monotonic() - t0
-                    moved = rewire(fnet, renumbered(new_topo, relabel))
-                    times["rewired_s"] = moved["ports"] - t0
-                    upd = request(d / "ctl.sock", {"resume": True})
-                    if not upd.get("ok"):
-                        raise RunFailed(f"controller update failed: {upd}\n{ctl.log_tail()}")
-                    times["done_s"] = time.monotonic() - t0
-                    time.sleep(1.0)
-                counters = _delta(c0, _counters())
-                rep = stream.report(t_ref=t0)
-                after = ctl.status()
-        finally:
-            ctl.stop()
-            cleanup_leftovers(PREFIX)
+    with _running(ts, new_ts, drain) as (d, ctl, fnet):
+        log(f"net up: {n} switches verified; probe stream on; transforming to "
+            f"{new_topo.name()}")
+        c0 = _counters()
+        with ProbeStream(fnet, default_pairs(list(fnet.host_ids), STREAM_PAIRS),
+                         rate=rate) as stream:
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            wall0 = time.time()
+            held = request(d / "ctl.sock", {"load": str(d / "new")})
+            if not held.get("held"):
+                raise RunFailed(f"controller did not hold: {held}\n{ctl.log_tail()}")
+            times["held_s"] = time.monotonic() - t0
+            moved = rewire(fnet, renumbered(new_topo, relabel))
+            times["rewired_s"] = moved["ports"] - t0
+            upd = request(d / "ctl.sock", {"resume": True})
+            if not upd.get("ok"):
+                raise RunFailed(f"controller update failed: {upd}\n{ctl.log_tail()}")
+            times["done_s"] = time.monotonic() - t0
+            time.sleep(1.0)
+        counters = _delta(c0, _counters())
+        rep = stream.report(t_ref=t0)
+        after = ctl.status()
 
     def ms(t):
         return round((t - wall0) * 1e3, 1)
