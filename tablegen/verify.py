@@ -180,9 +180,10 @@ def _check_cdg(ts: TableSet, deps, report: Report, max_cycle_print: int) -> None
 # ---------------------------------------------------------------------------------------------
 # what the set claims, against what fabroute computes from the topology's name
 # ---------------------------------------------------------------------------------------------
-def rebuilt_topology(topo):
+def rebuilt_topology(topo, intact: bool = False):
     """The topology fabroute builds from ``topo``'s kind and parameters (and its uniform host
-    count where the family takes one), to hold a stored topology against."""
+    count where the family takes one), to hold a stored topology against; ``intact``: without
+    the failures its name carries (the fabric as cabled)."""
     from tablegen.errors import TopologyError
     from tablegen.topologies import baselines, dragonfly, dsnf, slimfly
 
@@ -191,8 +192,10 @@ def rebuilt_topology(topo):
                 "dsn": baselines.build_dsn, "dln": baselines.build_dln}
     if topo.kind not in builders:
         raise TopologyError(f"kind {topo.kind!r}; expected one of {', '.join(builders)}")
-    kw = dict(topo.params)
-    fail = kw.pop("fail", None)
+    from tablegen.topologies.failures import failed_pairs, without_links
+
+    failed = [] if intact else failed_pairs(topo.params)
+    kw = {k: v for k, v in topo.params.items() if k != "fail"}
     if topo.kind not in ("slimfly", "dragonfly"):
         hosts = np.unique(topo.hosts)
         if len(hosts) != 1:
@@ -200,15 +203,25 @@ def rebuilt_topology(topo):
                                 "uniform ones")
         kw["hosts"] = int(hosts[0])
     try:
-        intact = builders[topo.kind](**kw)
+        built = builders[topo.kind](**kw)
     except TypeError as e:
         raise TopologyError(f"{topo.name()}: parameters {sorted(kw)} ({e}); expected those "
                             f"fabroute writes for {topo.kind}") from None
-    if fail is None:
-        return intact
-    from tablegen.topologies.failures import parse_failures, without_links
+    return without_links(built, failed) if failed else built
 
-    return without_links(intact, parse_failures(str(fail), "+"))
+
+def same_routing(topo, like: TableSet) -> tuple[TableSet, Report]:
+    """``like``'s routing (and its parameters) built on ``topo`` — a grown, transformed or
+    degraded copy of its fabric — and verified; on success its VCs are tightened as ``fabroute
+    tables`` does (:func:`tighten`).  :class:`~tablegen.errors.TopologyError` when the routing
+    cannot be built there."""
+    from tablegen.routing.build import build_tables
+
+    ts = build_tables(topo, like.routing, nonmin=like.params.get("nonmin"),
+                      ugal_threshold=like.params.get("ugal_threshold"))
+    rep = verify(ts)
+    tighten(ts, rep)
+    return ts, rep
 
 
 def _first_json_difference(a, b, where: str = "") -> str | None:

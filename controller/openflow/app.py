@@ -124,7 +124,9 @@ class FabrouteApp(app_manager.OSKenApp):
             return
         if self.fabric.decisions is not None:
             self.fabric.decisions.port_speeds(st.switch, ports)
-        self.logger.info("switch %d ports match; reading its tables", st.switch)
+        missing = self.fabric.missing_ports(st.switch, [p.port_no for p in ports])
+        self.logger.info("switch %d ports match%s; reading its tables", st.switch,
+                         f" (cables not plugged yet: ports {missing})" if missing else "")
         self._read(dp)
 
     def _refuse(self, dp, why: str):

@@ -220,8 +220,7 @@ class Fabric:
         if not hasattr(self, "_intact"):
             from tablegen.verify import rebuilt_topology
 
-            params = {k: v for k, v in self.topo.params.items() if k != "fail"}
-            self._intact = rebuilt_topology(replace(self.topo, params=params, _links=None))
+            self._intact = rebuilt_topology(self.topo, intact=True)
         hs = int(self.topo.hosts[switch])
         return {hs + 1 + int(j) for j in np.flatnonzero(
             (self._intact.adj[switch] >= 0) & (self.topo.adj[switch] < 0))}

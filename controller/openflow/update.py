@@ -35,13 +35,13 @@ entirely by the new one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from controller.openflow import messages as msg
-from tablegen.errors import BadInput
-from tablegen.limits import DRAIN_S
 from controller.openflow.fabric import Fabric
+from tablegen.errors import BadInput
 from tablegen.exports.openflow import Flow, is_stamp
+from tablegen.limits import DRAIN_S
 from tablegen.tables import TableSet
 from tablegen.update import table_diff
 
@@ -51,7 +51,6 @@ __all__ = ["Links", "Phase", "Update", "control_tables", "proven_tables"]
 # thousands of entries slows Open vSwitch's userspace path (probes queued up to 1.07 s while
 # DSN-F 64's 9,536 went in)
 HOLD_DRAIN_S = 2.0
-
 
 
 @dataclass
@@ -69,11 +68,12 @@ class Phase:
 
 class Update:
     """The update of the switches of ``old`` (a :class:`Fabric`, holding their current
-    programs) to the proven table set ``new`` (same switch ids).
+    programs) to the proven table set ``new``: the same switch ids, or ``relabel`` (old id
+    -> new id, DSN-F ``p -> p + 1``), which makes it a ``rewire`` update.
 
     ``mode``: ``ordered``, ``two-phase`` or ``None`` (the table diff decides: ``ordered``
     when it allows it).  ``ValueError`` for ``ordered`` where the diff does not allow it,
-    and for ``two-phase`` where the VIDs leave no version bit.
+    and for a versioned update where the VIDs leave no version bit.
     """
 
     def __init__(self, old: Fabric, new: TableSet, mode: str | None = None,
@@ -219,15 +219,12 @@ class Links:
     """
 
     def __init__(self, base: TableSet):
-        from tablegen.topologies.failures import parse_failures
+        from tablegen.topologies.failures import failed_pairs
         from tablegen.verify import rebuilt_topology
 
         self.base = base
-        params = dict(base.topo.params)
-        fail = params.pop("fail", None)
-        self.known = frozenset(parse_failures(str(fail), "+")) if fail else frozenset()
-        self.intact = rebuilt_topology(replace(base.topo, params=params, _links=None)) \
-            if fail else base.topo
+        self.known = frozenset(failed_pairs(base.topo.params))
+        self.intact = rebuilt_topology(base.topo, intact=True) if self.known else base.topo
         self.down: set[tuple[int, int]] = set()        # (switch, network port index)
 
     def port(self, switch: int, port_no: int, up: bool) -> bool:
@@ -256,22 +253,16 @@ class Links:
         if failed == self.known:
             return self.base
         from tablegen.errors import TopologyError
-        from tablegen.routing.build import build_tables
         from tablegen.topologies.failures import without_links
-        from tablegen.verify import tighten, verify
+        from tablegen.verify import same_routing
 
-        b = self.base
         try:
-            ts = build_tables(without_links(self.intact, failed), b.routing,
-                              nonmin=b.params.get("nonmin"),
-                              ugal_threshold=b.params.get("ugal_threshold"))
+            ts, rep = same_routing(without_links(self.intact, failed), self.base)
         except TopologyError as e:
             raise ValueError(str(e)) from None
-        rep = verify(ts)
         if not rep.ok:
             raise ValueError(f"tables without {sorted(failed)} fail verification: "
                              f"{rep.errors[0]}")
-        tighten(ts, rep)
         return ts
 
 

@@ -32,10 +32,9 @@ from emulation.mininet.stream import ProbeStream, default_pairs, reachable_after
 from tablegen.errors import BadInput, NotExpressible, RunFailed
 from tablegen.exports.files import write_table_set
 from tablegen.exports.openflow import plan
-from tablegen.routing.build import build_tables
 from tablegen.tables import TableSet
 from tablegen.update import table_diff
-from tablegen.verify import tighten, verify
+from tablegen.verify import same_routing, verify
 
 __all__ = ["run_expand", "run_fail", "run_transform"]
 
@@ -43,16 +42,6 @@ STREAM_PAIRS = 32          # probe pairs (more overload the userspace datapath: 
 # a probe's send time is taken before its sendto and the barrier reply before the datapath's
 # cached flows are revalidated: losses may end a few ms after the flip's last barrier
 IN_FORCE_SLACK_MS = 20.0
-
-
-def _verified(topo, like: TableSet) -> tuple[TableSet, object]:
-    ts = build_tables(topo, like.routing, nonmin=like.params.get("nonmin"),
-                      ugal_threshold=like.params.get("ugal_threshold"))
-    rep = verify(ts)
-    if not rep.ok:
-        raise RunFailed(f"{like.routing} on {topo.name()} fails verification: {rep.errors[0]}")
-    tighten(ts, rep)
-    return ts, rep
 
 
 def _check(ts: TableSet) -> None:
@@ -99,7 +88,10 @@ def _prepared(ts: TableSet, new_topo) -> tuple[TableSet, object]:
     """The verified tables of ``ts``'s routing on ``new_topo``; both sets must fit the
     OpenFlow pipeline (bad input otherwise, before anything starts)."""
     _check(ts)
-    new_ts, rep = _verified(new_topo, ts)
+    new_ts, rep = same_routing(new_topo, ts)
+    if not rep.ok:
+        raise RunFailed(f"{ts.routing} on {new_topo.name()} fails verification: "
+                        f"{rep.errors[0]}")
     _check(new_ts)
     return new_ts, rep
 

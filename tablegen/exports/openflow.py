@@ -446,9 +446,8 @@ def program(p: Plan, u: int, shares=None, version: int = 0) -> Program:
 def is_stamp(f: Flow) -> bool:
     """Whether ``f`` is an entry that stamps a packet's version: a table-0 entry for packets
     from hosts (untagged).  A two-phase update replaces these last, all others first."""
-    return f.table == T_INGRESS and ("vlan_vid", 0) in f.match or (
-        f.table == T_INGRESS and any(k == "in_port" for k, _ in f.match)
-        and any(a[0] == "push_vlan" for a in f.actions))
+    return f.table == T_INGRESS and (("vlan_vid", 0) in f.match
+                                     or any(a[0] == "push_vlan" for a in f.actions))
 
 
 def _stamp_vid(v, vbit: int):

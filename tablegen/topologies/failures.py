@@ -20,7 +20,7 @@ import numpy as np
 from tablegen.errors import TopologyError
 from tablegen.topology import UNREACHABLE, Topology, distance_matrix
 
-__all__ = ["fail_param", "parse_failures", "without_links"]
+__all__ = ["fail_param", "failed_pairs", "parse_failures", "without_links"]
 
 _PAIR = re.compile(r"^\s*(\d+)\s*[:-]\s*(\d+)\s*$")
 
@@ -40,6 +40,11 @@ def parse_failures(text: str, sep: str = ",") -> list[tuple[int, int]]:
                                 "different switches")
         pairs.add((min(a, b), max(a, b)))
     return sorted(pairs)
+
+
+def failed_pairs(params: dict) -> list[tuple[int, int]]:
+    """The failed switch pairs a topology's parameters carry (``fail``; none when intact)."""
+    return parse_failures(str(params["fail"]), "+") if "fail" in params else []
 
 
 def fail_param(pairs) -> str:
@@ -82,8 +87,7 @@ def without_links(topo: Topology, pairs) -> Topology:
             adj[a, j] = peer[a, j] = kind[a, j] = -1
             adj[b, k] = peer[b, k] = kind[b, k] = -1
     params = dict(topo.params)
-    old = parse_failures(params.pop("fail"), "+") if "fail" in params else []
-    params["fail"] = fail_param(set(old) | set(pairs))
+    params["fail"] = fail_param(set(failed_pairs(params)) | set(pairs))
     out = Topology(kind=topo.kind, params=params, label_names=topo.label_names,
                    labels=topo.labels, hosts=topo.hosts, adj=adj, peer=peer, link_kind=kind,
                    kind_names=topo.kind_names, cabinet=topo.cabinet, group=topo.group)

@@ -78,13 +78,11 @@ def parse_spec(spec: str) -> tuple[str, dict]:
 def build(spec: str) -> Topology:
     """Build the topology a SPEC names (without its ``fail`` links, if it names any)."""
     kind, params = parse_spec(spec)
-    fail = params.pop("fail", None)
-    topo = _build(kind, params)
-    if fail is None:
-        return topo
-    from tablegen.topologies.failures import parse_failures, without_links
+    from tablegen.topologies.failures import failed_pairs, without_links
 
-    return without_links(topo, parse_failures(str(fail), "+"))
+    failed = failed_pairs(params)
+    topo = _build(kind, {k: v for k, v in params.items() if k != "fail"})
+    return without_links(topo, failed) if failed else topo
 
 
 def _build(kind: str, params: dict) -> Topology:
