@@ -58,26 +58,31 @@ class Model:
         return Switch(flows, groups or None)
 
 
-def walk(switches, topo, hs: int, hd: int, udp: int | None):
-    """Switches and ports a packet from host ``hs`` to host ``hd`` passes (one host
-    index per switch: host ``h`` of switch ``h``'s first port)."""
+def walk(switches, topo, hs: int, hd: int, udp: int | None = None, *, dead=frozenset(),
+         macs=None, limit: int = 16):
+    """Switches, ports and VCs a packet from host ``hs`` to host ``hd`` passes; ``None`` when
+    it is dropped: no entry outputs it, or it leaves on a port of ``dead`` (``(switch,
+    port)``: a failed cable).  ``macs``: the hosts' MACs (default the plan's)."""
     ht = topo.host_table()
     _, ss, ps = ht[hs].tolist()
     _, sd, pd = ht[hd].tolist()
-    macs = host_macs(topo)
+    dst = int(host_macs(topo)[hd]) if macs is None else int(macs[hd].replace(":", ""), 16)
     l4 = {"dl_type": 0x0800, "nw_proto": 17, "tp_src": udp} if udp is not None else {}
-    pkt = {"in_port": ps, "vlan": None, "dst": int(macs[hd]), "metadata": 0, "queue": None,
-           **l4}
+    pkt = {"in_port": ps, "vlan": None, "dst": dst, "metadata": 0, "queue": None, **l4}
     sw, hops = ss, []
     while True:
         outputs = []
         run_table(switches[sw], 0, dict(pkt, chosen=[]),
                   lambda b: (udp or 0) % len(b), outputs)
+        if not outputs:
+            return None
         assert len(outputs) == 1
         port, after = outputs[0]
         if 1 <= port <= topo.hosts[sw]:
             assert (sw, port) == (sd, pd)
             return tuple(hops)
+        if (sw, port) in dead:
+            return None
         j = port - int(topo.hosts[sw]) - 1
         hops.append((sw, port, after["vlan"][1]))
         nxt = int(topo.adj[sw, j])
@@ -85,12 +90,14 @@ def walk(switches, topo, hs: int, hd: int, udp: int | None):
                "vlan": list(after["vlan"]), "dst": after["dst"], "metadata": 0,
                "queue": None, **l4}
         sw = nxt
-        assert len(hops) <= 16
+        assert len(hops) <= limit, "a loop"
 
 
 def paths(model, ids, topo, pairs):
     sws = {u: model.switch(u) for u in ids}
-    return {(hs, hd, udp): walk(sws, topo, hs, hd, udp) for hs, hd, udp in pairs}
+    out = {(hs, hd, udp): walk(sws, topo, hs, hd, udp) for hs, hd, udp in pairs}
+    assert None not in out.values(), "a frame was dropped"
+    return out
 
 
 def host_pairs(topo, hosts, rng, k=150):
@@ -206,35 +213,6 @@ def test_decisions_of_a_version_one_program_keep_its_version():
     assert vids and all(v & VERSION_BIT for v in vids)
 
 
-def walk_dead(switches, topo, hs: int, hd: int, dead: set):
-    """:func:`walk` where frames sent out of a port in ``dead`` (``(switch, port)``) are
-    lost: ``None``."""
-    ht = topo.host_table()
-    _, ss, ps = ht[hs].tolist()
-    _, sd, pd = ht[hd].tolist()
-    pkt = {"in_port": ps, "vlan": None, "dst": int(host_macs(topo)[hd]), "metadata": 0,
-           "queue": None}
-    sw, hops = ss, []
-    while True:
-        outputs = []
-        run_table(switches[sw], 0, dict(pkt, chosen=[]), lambda b: 0, outputs)
-        if not outputs:
-            return None
-        port, after = outputs[0]
-        if 1 <= port <= topo.hosts[sw]:
-            assert (sw, port) == (sd, pd)
-            return tuple(hops)
-        if (sw, port) in dead:
-            return None
-        j = port - int(topo.hosts[sw]) - 1
-        hops.append((sw, port, after["vlan"][1]))
-        nxt = int(topo.adj[sw, j])
-        pkt = {"in_port": int(topo.hosts[nxt]) + 1 + int(topo.peer[sw, j]),
-               "vlan": list(after["vlan"]), "dst": after["dst"], "metadata": 0, "queue": None}
-        sw = nxt
-        assert len(hops) <= 12, "a loop"
-
-
 def test_fast_failover_groups_route_around_every_backed_cable():
     """The FAST_FAILOVER program forwards exactly as the plain one while every port is up,
     and with any backed cable down every pair is still delivered (the patched tables the
@@ -261,10 +239,10 @@ def test_fast_failover_groups_route_around_every_backed_cable():
         lost_plain = 0
         plain_sws = {s: without.switch(s) for s in ids}
         for hs, hd, _ in pairs:
-            got = walk_dead(sws, topo, hs, hd, dead)
+            got = walk(sws, topo, hs, hd, dead=dead, limit=12)
             assert got is not None, ("lost with fast failover", u, v, hs, hd)
             assert all((s, p) not in dead for s, p, _ in got)
-            lost_plain += walk_dead(plain_sws, topo, hs, hd, dead) is None
+            lost_plain += walk(plain_sws, topo, hs, hd, dead=dead, limit=12) is None
         assert lost_plain > 0, "without the groups these pairs are lost"
 
 
@@ -329,43 +307,22 @@ def test_rewiring_update_holds_then_forwards_the_transformed_fabric_with_old_add
         return {u: Switch("\n".join(ofctl_flow(f) for f in flows[d].values()), None)
                 for u, d in ids_to_dpid.items()}
 
-    def deliver(sws, topo, macs, hs, hd):
-        ht = topo.host_table()
-        _, ss, ps = ht[hs].tolist()
-        _, sd, pd = ht[hd].tolist()
-        pkt = {"in_port": ps, "vlan": None, "dst": int(macs[hd].replace(":", ""), 16),
-               "metadata": 0, "queue": None}
-        sw = ss
-        for _ in range(30):
-            outputs = []
-            run_table(sws[sw], 0, dict(pkt, chosen=[]), lambda b: 0, outputs)
-            if not outputs:
-                return None
-            port, after = outputs[0]
-            if 1 <= port <= topo.hosts[sw]:
-                return (sw, port) == (sd, pd)
-            j = port - int(topo.hosts[sw]) - 1
-            nxt = int(topo.adj[sw, j])
-            pkt = {"in_port": int(topo.hosts[nxt]) + 1 + int(topo.peer[sw, j]),
-                   "vlan": list(after["vlan"]), "dst": after["dst"], "metadata": 0,
-                   "queue": None}
-            sw = nxt
-        return False
-
     rng = random.Random(5)
     pairs = [(a, b) for a in range(64) for b in range(64) if a != b]
     rng.shuffle(pairs)
     pairs = pairs[:300]
     apply(phases[0])
     olds = switches({u: old.dpid_of(u) for u in range(64)})
-    assert all(deliver(olds, old_t, old.plan_.host_mac, a, b) for a, b in pairs)
+    assert all(walk(olds, old_t, a, b, macs=old.plan_.host_mac, limit=30) is not None
+               for a, b in pairs)
     apply(phases[1])                                # held: hosts inject nothing
     held = switches({u: old.dpid_of(u) for u in range(64)})
-    assert all(deliver(held, old_t, old.plan_.host_mac, a, b) is None for a, b in pairs)
+    assert all(walk(held, old_t, a, b, macs=old.plan_.host_mac) is None for a, b in pairs)
     apply(phases[2])                                # cables moved, flipped: the new fabric
     news = switches({r: fab.dpid_of(r) for r in range(64)})
     # host h of new switch r is the old host of switch inv[r]: same MAC (fab.plan_.host_mac)
-    assert all(deliver(news, new_t, fab.plan_.host_mac, a, b) for a, b in pairs)
+    assert all(walk(news, new_t, a, b, macs=fab.plan_.host_mac, limit=30) is not None
+               for a, b in pairs)
     apply(phases[3])
     assert flows == {fab.dpid_of(r): {k: f for k, (_, f) in fab.intended(r)[0].items()}
                      for r in range(64)}

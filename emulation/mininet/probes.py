@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from emulation.mininet.net import FabricNet, netns
 
 __all__ = ["PROBE_PORT", "MAGIC", "HostSockets", "inet_checksum", "Prober", "Probe",
-           "default_udp_src"]
+           "default_udp_src", "received"]
 
 PROBE_PORT = 40000
 MAGIC = b"FABRPRB1"
@@ -59,6 +59,16 @@ def inet_checksum(data: bytes) -> int:
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return (~s) & 0xFFFF
+
+
+def received(sock: socket.socket, size: int = 2048):
+    """Every ``(data, address)`` a non-blocking socket holds now, one at a time (until it
+    would block)."""
+    while True:
+        try:
+            yield sock.recvfrom(size)
+        except BlockingIOError:
+            return
 
 
 @dataclass
@@ -191,12 +201,7 @@ class Prober(HostSockets):
                 return out
             for fd, _ in ev:
                 h = self._by_fd[fd]
-                s = self.rx[h]
-                while True:
-                    try:
-                        data, (ip, port) = s.recvfrom(2048)
-                    except BlockingIOError:
-                        break
+                for data, (_, port) in received(self.rx[h]):
                     if len(data) == _PAYLOAD.size and data[:8] == MAGIC:
                         _, src, dst, seq = _PAYLOAD.unpack(data)
                         out.append((h, Probe(src, dst, seq, port)))

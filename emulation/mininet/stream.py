@@ -58,7 +58,7 @@ import time
 import numpy as np
 
 from emulation.mininet.net import FabricNet, netns
-from emulation.mininet.probes import default_udp_src, inet_checksum
+from emulation.mininet.probes import default_udp_src, inet_checksum, received
 from emulation.mininet.topo import host_of_ip
 from tablegen.errors import BadInput, RunFailed
 
@@ -247,12 +247,7 @@ class ProbeStream:
 
     def _read(self, h: int) -> None:
         """Everything host ``h``'s receiver holds: probes to the arrivals, the rest counted."""
-        s = self.rx[h]
-        while True:
-            try:
-                data = s.recv(2048)
-            except BlockingIOError:
-                return
+        for data, _ in received(self.rx[h]):
             now = time.monotonic()
             if (len(data) >= _OFFSET + HEADER.size and data[12:14] == b"\x08\x00"
                     and data[14] == 0x45 and data[23] == socket.IPPROTO_UDP
@@ -438,11 +433,7 @@ def _echo(ident: int, seq: int) -> bytes:
 
 
 def _replies(sk: socket.socket, src: int, ident: int, answered: dict) -> None:
-    while True:
-        try:
-            data = sk.recv(2048)
-        except BlockingIOError:
-            return
+    for data, _ in received(sk):
         now = time.monotonic()
         ihl = (data[0] & 0x0F) * 4
         if len(data) >= ihl + 8 and data[ihl] == 0 and \

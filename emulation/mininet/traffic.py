@@ -47,7 +47,7 @@ import numpy as np
 
 from emulation.mininet import shaping
 from emulation.mininet.net import FabricNet
-from emulation.mininet.probes import HostSockets, inet_checksum
+from emulation.mininet.probes import HostSockets, inet_checksum, received
 from simulator.traffic import pattern
 from tablegen.errors import BadInput
 
@@ -289,12 +289,7 @@ class _Counts:
             now = time.monotonic()
             for fd, _ in ev:
                 h = tr._by_fd[fd]
-                s = tr.rx[h]
-                while True:
-                    try:
-                        data = s.recv(2048)
-                    except BlockingIOError:
-                        break
+                for data, _ in received(tr.rx[h]):
                     x = decode(data)
                     if x is not None:
                         self._pending.append((h, now, *x))
