@@ -2,7 +2,8 @@
 
     fabroute simulate SPEC --routing R --traffic T --load X [--config FILE] [--seed S]
     fabroute sweep SPEC --routing R [R ...] --traffic T --loads 0.1,0.2,... [--config FILE]
-                   [--seed S] [--workers W] [--out PATH]
+                   [--seed S] [--workers W] [--out PATH] [--scheduler local|tcp://HOST:PORT]
+                   [--store FILE]
     fabroute sweep --experiment simulator/experiments/dragonfly-fig8a.toml [--out PATH]
     fabroute growth --experiment simulator/experiments/dsnf-growth.toml [--out PATH] [-j W]
 
@@ -46,7 +47,12 @@ def add_parsers(subparsers) -> None:
                    f"{MAX_POINTS:,} points, routings × loads)")
     s.add_argument("--config", "-c")
     s.add_argument("--seed", "-s", type=seed_option, help="0 <= SEED < 2**32")
-    s.add_argument("--workers", "-j", type=jobs_option, help=f"processes, 1..{MAX_JOBS}")
+    s.add_argument("--workers", "-j", type=jobs_option, help=f"local worker processes, "
+                   f"1..{MAX_JOBS} (default: one per CPU; 1: in this process)")
+    s.add_argument("--scheduler", default="local", help="local (a Dask cluster on this "
+                   "machine) or the address of a running `dask scheduler`, tcp://HOST:PORT")
+    s.add_argument("--store", help="results store, one JSON line per finished point; a "
+                   "re-run reuses its points (default: OUT.points.jsonl)")
     s.add_argument("--out", "-o", help="output path without suffix (.json and .png)")
     s.add_argument("--vcs", type=vcs_option, help=f"1..{MAX_VCS}")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -208,7 +214,9 @@ def _vary(exp: dict, cfg: SimConfig) -> tuple | None:
 
 
 def cmd_sweep(args) -> int:
-
+    """``fabroute sweep``: prints ``{"out", "store", "reused", "computed", "failed",
+    "points"}``; each failed point also as one line on stderr; exit 1 if any failed."""
+    from simulator.cluster import check_scheduler
     from simulator.sweep import sweep
     from simulator.traffic import parse
     from simulator.vary import sweep_values
@@ -236,6 +244,7 @@ def cmd_sweep(args) -> int:
         raise BadInput(f"sweep: {e}") from None
     if not (spec and routings and loads):
         raise BadInput("sweep: needs SPEC, --routing and --loads (or --experiment FILE)")
+    scheduler = check_scheduler(args.scheduler)
     runs = len(routings) * len(vary[1]) + len(vary[2]) if vary else len(routings)
     if runs * len(loads) > MAX_POINTS:
         raise BadInput(f"sweep: {runs} routings (× values) × {len(loads)} loads = "
@@ -243,7 +252,7 @@ def cmd_sweep(args) -> int:
                        f"supported {MAX_POINTS:,}; expected fewer loads or routings")
     out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
     common = dict(seed=seed, workers=workers, out=out, title=exp.get("figure"),
-                  progress=not args.quiet, vcs=args.vcs)
+                  progress=not args.quiet, vcs=args.vcs, scheduler=scheduler, store=args.store)
     if vary:
         res = sweep_values(spec, routings, traffic, loads, vary[0], vary[1], vary[2], cfg,
                            **common)
@@ -254,9 +263,19 @@ def cmd_sweep(args) -> int:
                 "accepted": round(p["accepted"], 4),
                 "latency_avg": p["latency_avg"] and round(p["latency_avg"], 2),
                 "saturated": p["saturated"]} for p in res["points"]]
-    json.dump({"out": str(out) if out else None, "points": summary}, sys.stdout, indent=1)
+    run = res["run"]
+    json.dump({"out": str(out) if out else None, "store": run["store"],
+               "reused": run["reused"], "computed": run["computed"], "failed": res["failed"],
+               "points": summary}, sys.stdout, indent=1)
     print()
-    return 0
+    print(f"sweep: {len(res['points']) + len(res['failed'])} points: {run['reused']} reused"
+          f"{' from ' + run['store'] if run['store'] else ''}, {run['computed']} computed, "
+          f"{len(res['failed'])} failed", file=sys.stderr)
+    for f in res["failed"]:
+        at = f" with {vary[0]}={f['vary_value']}" if vary and f["vary_value"] is not None else ""
+        print(f"sweep: failed: {f['routing']} on {f['spec']}{at}, {f['traffic']} at load "
+              f"{f['load']:g}, seed {f['seed']}: {f['error']}", file=sys.stderr)
+    return 1 if res["failed"] else 0
 
 
 def cmd_growth(args) -> int:

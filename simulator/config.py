@@ -64,6 +64,11 @@ FLOAT_RANGES = {"warmup_tol": (0.0, 10.0), "saturation_ratio": (0.0, 1.0),
                 "sdn_alpha": (0.01, 1.0), "sdn_hysteresis": (0.0, 10.0),
                 "sdn_floor": (0.0, 1e6), "sdn_gain": (0.01, 10.0)}
 MAX_FILE_BYTES = 1 << 20        #: a config or experiment file (the committed ones: < 2 KiB)
+#: The simulator's model version: part of every stored sweep point's key
+#: (:mod:`simulator.store`).  Raise it with any change of the engine, the run method, the
+#: traffic patterns or a default that alters a result for the same inputs (tables and
+#: config); a change that alters none (a new option, off by default) keeps it.
+MODEL_VERSION = 1
 
 
 @dataclass
@@ -92,6 +97,7 @@ class SimConfig:
     ugal_rule: str = "auto"           #: ``kim``, ``yebenes``, ``vch``; auto: kim on Dragonfly
     ugal_threshold: int | None = None  #: Yébenes' T in flits (None: buffer_depth // 2)
     ugal_g_reading: str = "backlog-hops"  #: ``backlog-hops``, ``backlog``, ``credits-hops``
+    ugal_cr: bool = False             #: UGAL-L_CR: credits delayed by credit round trips (VCT)
     # ugal-sdn: the adaptive controller's loop (simulator/sdn.py); the sdn_* knobs are
     # tablegen.routing.adaptive.AdaptiveParams' (defaults equal, tested)
     poll_cycles: int = 1000           #: cycles between two reads of the port counters
@@ -141,6 +147,11 @@ class SimConfig:
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= hi:
                 raise ValueError(f"config: {k}={v!r:.60}; expected a number {lo} <= {k} <= {hi}")
+        if not isinstance(self.ugal_cr, bool):
+            raise ValueError(f"config: ugal_cr={self.ugal_cr!r:.60}; expected true or false")
+        if self.ugal_cr and self.flow_control != "vct":
+            raise ValueError("config: ugal_cr=true with flow_control="
+                             f"{self.flow_control!r}; expected vct (credits per packet)")
         if self.flow_control == "vct" and self.buffer_depth < self.packet_size:
             raise ValueError(f"config: buffer_depth={self.buffer_depth} < packet_size="
                              f"{self.packet_size}; virtual cut-through needs a whole packet")
@@ -249,6 +260,14 @@ ROUTINGS = {
     "ugal-l-nta": ("ugal-l", "val-nta", {"ugal": "local"}),
     "ugal-l-3h": ("ugal-l", "val-3h", {"ugal": "local"}),
     "ugal-l-vch": ("ugal-l", None, {"ugal": "local", "ugal_rule": "vch"}),
+    # Kim et al. §4.3: UGAL-L_VC_H with credits delayed by the credit round-trip latency
+    "ugal-l-cr": ("ugal-l", None, {"ugal": "local", "ugal_rule": "vch", "ugal_cr": True}),
+    # PAR (Yébenes et al. §V after Jiang et al.): UGAL-L at the source, again at the second
+    # switch; ``par`` takes the topology's default non-minimal class
+    "par": ("par", None, {"ugal": "local"}),
+    "par-ori": ("par", "val", {"ugal": "local"}),
+    "par-nta": ("par", "val-nta", {"ugal": "local"}),
+    "par-3h": ("par", "val-3h", {"ugal": "local"}),
     # UGAL-G: ``ugal-g`` uses the config's ``ugal_g_reading``, the others name one
     "ugal-g": ("ugal-l", None, {"ugal": "global"}),
     "ugal-g-bh": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "backlog-hops"}),

@@ -27,7 +27,14 @@ Router model (one cycle = one flit time on a channel; see ``docs/simulator.md``)
   ``speedup`` S the crossbar runs S allocation rounds per cycle and moves S flits per cycle per
   input and per output into an output queue (``output_buffer`` flits), which feeds the
   channel at one flit per cycle;
-* channels have ``channel_latency`` cycles, terminal channels ``terminal_latency``.
+* channels have ``channel_latency`` cycles, terminal channels ``terminal_latency``;
+* PAR (``prm[P_REROUTE]``, the re-route class): a minimal packet is decided again, by the
+  same UGAL-L rule, at its second switch (on a Dragonfly only after a local first hop);
+* UGAL-L_CR (``prm[P_CR]``, Kim et al. §4.3, VCT): every credit carries the round trip of its
+  channel (packet sent to credit back), which sets that output's ``t_d = t_crt - t_crt0``;
+  credits a router returns upstream are delayed by ``t_d(out) - min_o t_d(o)`` over its
+  network outputs, except across global channels.  Delayed credits arrive out of order, so
+  they wait in a binary heap by due time instead of the credit FIFO.
 """
 
 from __future__ import annotations
@@ -60,7 +67,8 @@ ST_OK, ST_DEADLOCK, ST_NO_ROUTE, ST_POOL = 0, 1, 2, 3
 # indices into the integer parameter vector ``prm``
 (P_ROUTER_DELAY, P_CHAN_LAT, P_TERM_LAT, P_CREDIT_LAT, P_SIZE, P_DEPTH, P_INJ_CAP, P_OQ_FLITS,
  P_SPEEDUP, P_MODE, P_RULE, P_THRESHOLD, P_GREAD, P_DEADLOCK, P_SQ_CAP, P_NGROUPS,
- P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_FC, P_SDN_SLOTS, P_NPRM) = range(24)
+ P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_FC, P_SDN_SLOTS, P_REROUTE, P_CR,
+ P_NPRM) = range(26)
 
 # switch allocators
 ALLOC_RR, ALLOC_ISLIP = 0, 1
@@ -73,7 +81,7 @@ FC_VCT, FC_WORMHOLE = 0, 1
  S_WIN_GEN_FLITS, S_ALL_DEL, S_ALL_LAT, S_OVERFLOW, S_LAST_MOVE, S_LAB_LAT_MAX, S_FLIT_HOPS,
  S_FREE_TOP, S_CE_HEAD, S_CE_TAIL, S_ERR_U, S_ERR_PK, S_LAB_MIN_LAT, S_LAB_MIN_CNT,
  S_ROUTER_CYCLES, S_LAB_NM_LAT, S_LAB_OVERFLOW, S_FE_HEAD, S_FE_TAIL, S_IE_HEAD, S_IE_TAIL,
- S_NST) = range(29)
+ S_HP_N, S_LAB_REROUTED, S_NST) = range(31)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,19 +333,54 @@ def _path_reading(src, dst, c, inter, pk_args, R, V, NP, depth, credits, oq_flit
     return q, h
 
 
+@njit(cache=True)
+def _ugal_local(u, dst, vm_now, cn, inter, prm, pk_args, R, V, NP, credits, oq_flits, tmp_sw,
+                tmp_po, tmp_vc):
+    """UGAL-L at ``u``: whether to go on minimally (class 0, next hop on VC ``vm_now``, or
+    MIN's first VC when negative) rather than on class ``cn`` via ``inter``, by the rule in
+    ``prm[P_RULE]`` over the local queues of the two first hops."""
+    (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
+     vc_inc, num_vcs) = pk_args
+    depth = prm[P_DEPTH]
+    hm = walk_c(u, dst, 0, -1, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
+                onpath_t, group, adj, exit_port, vc_inc, num_vcs, tmp_sw, tmp_po, tmp_vc)
+    jm, vm = tmp_po[0], tmp_vc[0]
+    if vm_now >= 0:
+        vm = vm_now
+    hn = walk_c(u, dst, cn, inter, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
+                onpath_t, group, adj, exit_port, vc_inc, num_vcs, tmp_sw, tmp_po, tmp_vc)
+    jn, vn = tmp_po[0], tmp_vc[0]
+    rule = prm[P_RULE]
+    if rule == RULE_YEBENES:
+        qm = depth - credits[(u * R + jm) * V + vm]
+        qn = depth - credits[(u * R + jn) * V + vn]
+        return ugal_yebenes(qm, qn, prm[P_THRESHOLD])
+    qm = _occ_port(u, jm, R, V, NP, depth, credits, oq_flits)
+    qn = _occ_port(u, jn, R, V, NP, depth, credits, oq_flits)
+    if rule == RULE_VCH:
+        qmv = depth - credits[(u * R + jm) * V + vm]
+        qnv = depth - credits[(u * R + jn) * V + vn]
+        return ugal_kim_vch(qm, qn, qmv, qnv, hm, hn, jm == jn)
+    return ugal_kim(qm, hm, qn, hn)
+
+
 @njit(cache=True, inline="always")
 def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is_global,
            host_off, R, V, NP, credits, oq_flits, backlog,
-           pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, q_rt,
-           tmp_sw, tmp_po, tmp_vc, sdn_share, sdn_key):
+           pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc, pk_cls, pk_hops, q_rt, tmp,
+           sdn_share, sdn_key):
     """Route computation for a packet that reached the head of input VC ``q`` of ``u``; at
     the source (class still undecided) first the source decision (class, intermediate).  The
     route (out port, out VC) is kept per input VC (``q_rt``): under wormhole the packet's
     head may be routed at the next switch while its tail still waits here.  ``ugal-sdn``
     (:data:`MODE_SDN`): non-minimal with probability ``sdn_share[u, sdn_key[dst]] /
-    prm[P_SDN_SLOTS]``, the share a controller decided for (source, destination key)."""
+    prm[P_SDN_SLOTS]``, the share a controller decided for (source, destination key).  PAR
+    (``prm[P_REROUTE] >= 0``): a minimal packet heading on from its second switch, reached
+    by a first hop that is not global, is decided again there (:func:`_ugal_local`) and may
+    take the re-route class from ``u``."""
     (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
      vc_inc, num_vcs) = pk_args
+    tmp_sw, tmp_po, tmp_vc = tmp    # scratch for walks (an inlined function takes <= 30 args)
     n = adj.shape[0]
     dst = pk_dst[pk]
     if pk_cls[pk] < 0:
@@ -352,28 +395,8 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
             if mode == MODE_SDN:
                 take_min = np.random.randint(prm[P_SDN_SLOTS]) >= sdn_share[u, sdn_key[dst]]
             elif mode == MODE_UGAL_L:
-                hm = walk_c(u, dst, 0, -1, T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase,
-                            onpath_t, group, adj, exit_port, vc_inc, num_vcs, tmp_sw, tmp_po,
-                            tmp_vc)
-                jm, vm = tmp_po[0], tmp_vc[0]
-                hn = walk_c(u, dst, cn, inter, T, cls_t0, cls_t1, cls_target0, cls_exit,
-                            cls_vcbase, onpath_t, group, adj, exit_port, vc_inc, num_vcs, tmp_sw,
-                            tmp_po, tmp_vc)
-                jn, vn = tmp_po[0], tmp_vc[0]
-                rule = prm[P_RULE]
-                if rule == RULE_YEBENES:
-                    qm = depth - credits[(u * R + jm) * V + vm]
-                    qn = depth - credits[(u * R + jn) * V + vn]
-                    take_min = ugal_yebenes(qm, qn, prm[P_THRESHOLD])
-                else:
-                    qm = _occ_port(u, jm, R, V, NP, depth, credits, oq_flits)
-                    qn = _occ_port(u, jn, R, V, NP, depth, credits, oq_flits)
-                    if rule == RULE_VCH:
-                        qmv = depth - credits[(u * R + jm) * V + vm]
-                        qnv = depth - credits[(u * R + jn) * V + vn]
-                        take_min = ugal_kim_vch(qm, qn, qmv, qnv, hm, hn, jm == jn)
-                    else:
-                        take_min = ugal_kim(qm, hm, qn, hn)
+                take_min = _ugal_local(u, dst, -1, cn, inter, prm, pk_args, R, V, NP, credits,
+                                       oq_flits, tmp_sw, tmp_po, tmp_vc)
             else:
                 gread = prm[P_GREAD]
                 dfg = prm[P_DF_GLOBAL] != 0
@@ -401,6 +424,18 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
         pk_phase[pk] = ph
         pk_inter[pk] = it
         pk_vc[pk] = vc
+    elif pk_cls[pk] == 0 and prm[P_REROUTE] >= 0 and pk_hops[pk] == 1 and dst != u and \
+            prm[P_MODE] == MODE_UGAL_L and not is_global[u, (q // V) % NP]:
+        rr = prm[P_REROUTE]
+        inter = sample_inter(u, dst, cls_inter[rr], n, n_groups, group, adj, T[cls_t0[rr]],
+                             bad3h)
+        if not _ugal_local(u, dst, pk_vc[pk], rr, inter, prm, pk_args, R, V, NP, credits,
+                           oq_flits, tmp_sw, tmp_po, tmp_vc):
+            ph, it, vc = start_c(u, dst, rr, inter, cls_t0, cls_target0, cls_vcbase)
+            pk_cls[pk] = rr
+            pk_phase[pk] = ph
+            pk_inter[pk] = it
+            pk_vc[pk] = vc
     j, v, ph, nvc = step_c(u, dst, pk_phase[pk], pk_inter[pk], pk_vc[pk], pk_cls[pk], T, cls_t0,
                            cls_t1, cls_target0, cls_exit, onpath_t, group, adj, exit_port,
                            vc_inc, num_vcs)
@@ -413,6 +448,45 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
     q_rt[q, 1] = ovc
     backlog[u * NP + out] += prm[P_SIZE]
     return True
+
+
+@njit(cache=True, inline="always")
+def _hp_push(hp_time, hp_idx, hp_amt, hp_rt, n, when, idx, amt, rt):
+    """Push a credit due at ``when`` onto the binary min-heap of ``n`` entries (UGAL-L_CR's
+    delayed credits); returns the new size, or -1 when the heap is full."""
+    if n == hp_time.shape[0]:
+        return -1
+    k = n
+    while k > 0:
+        par = (k - 1) >> 1
+        if hp_time[par] <= when:
+            break
+        hp_time[k], hp_idx[k], hp_amt[k], hp_rt[k] = hp_time[par], hp_idx[par], hp_amt[par], \
+            hp_rt[par]
+        k = par
+    hp_time[k], hp_idx[k], hp_amt[k], hp_rt[k] = when, idx, amt, rt
+    return n + 1
+
+
+@njit(cache=True, inline="always")
+def _hp_pop(hp_time, hp_idx, hp_amt, hp_rt, n):
+    """Remove the earliest entry of the heap (the caller read it at index 0); returns the new
+    size."""
+    n -= 1
+    when, idx, amt, rt = hp_time[n], hp_idx[n], hp_amt[n], hp_rt[n]
+    k = 0
+    while True:
+        c = 2 * k + 1
+        if c >= n:
+            break
+        if c + 1 < n and hp_time[c + 1] < hp_time[c]:
+            c += 1
+        if hp_time[c] >= when:
+            break
+        hp_time[k], hp_idx[k], hp_amt[k], hp_rt[k] = hp_time[c], hp_idx[c], hp_amt[c], hp_rt[c]
+        k = c
+    hp_time[k], hp_idx[k], hp_amt[k], hp_rt[k] = when, idx, amt, rt
+    return n
 
 
 @njit(cache=True, inline="always")
@@ -452,7 +526,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                out_busy, out_xbar, out_rr, acc_rr, backlog, ce_time, ce_idx, ce_amt,
                sq, sq_head, sq_cnt, inj_busy, sw_cnt, link_flits, lat_hist,
                q_rt, oq_fl, oq_vc, in_arr, in_sent, ovc_own, fe_time, fe_idx,
-               ie_time, ie_idx, inj_pk, inj_fl, inj_cred, sdn_share, sdn_key, link_wait):
+               ie_time, ie_idx, inj_pk, inj_fl, inj_cred, sdn_share, sdn_key, link_wait,
+               crt_d, pk_sent, hp_time, hp_idx, hp_amt, hp_rt):
     """Run cycles ``t .. t_end - 1`` (or, with ``drain``, until every labelled packet has
     left).  Returns ``(status, t)``; the state arrays are updated in place.
 
@@ -465,7 +540,14 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     arrived, ``in_sent[q]`` flits of its head entry switched, ``ovc_own`` the packet holding
     an output VC, ``fe_*`` / ``ie_*`` the flits under way on router and injection channels
     (rings in time order: each has one constant delay), ``inj_pk`` / ``inj_fl`` the packet a
-    host is injecting and its flits sent, ``inj_cred`` the injection buffer's free flits."""
+    host is injecting and its flits sent, ``inj_cred`` the injection buffer's free flits.
+
+    UGAL-L_CR state (``prm[P_CR]``): ``crt_d[u * R + j]`` the latest ``t_d`` of output ``j``
+    of ``u``; ``pk_sent`` the cycle a packet took its current output's credits (crossed the
+    crossbar: Kim's Fig. 17 stamps a flit when the credit count is decremented, so a round
+    trip includes the wait in the output queue, which is where a congested global channel
+    holds its packets); every credit goes through the heap ``hp_*`` (due time, counter,
+    amount, the round trip it completes)."""
     (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
      vc_inc, num_vcs) = pk_args
     N, R = adj.shape
@@ -505,6 +587,9 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     tmp_sw = np.empty(4 * N + 5, np.int64)
     tmp_po = np.empty(4 * N + 4, np.int64)
     tmp_vc = np.empty(4 * N + 4, np.int64)
+    tmp = (tmp_sw, tmp_po, tmp_vc)
+    cr = prm[P_CR] != 0
+    crt0 = clat + rdelay + crlat      # a credit's round trip through idle routers
     in_flight = 0    # packets (VCT) or flits (wormhole) in the routers
     for u in range(N):
         in_flight += sw_cnt[u]
@@ -517,6 +602,13 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
             credits[ce_idx[h0 % CE]] += ce_amt[h0 % CE]
             h0 += 1
         st[S_CE_HEAD] = h0
+        if cr:
+            n_hp = st[S_HP_N]
+            while n_hp > 0 and hp_time[0] <= t:
+                credits[hp_idx[0]] += hp_amt[0]
+                crt_d[hp_idx[0] // V] = max(hp_rt[0] - crt0, 0)
+                n_hp = _hp_pop(hp_time, hp_idx, hp_amt, hp_rt, n_hp)
+            st[S_HP_N] = n_hp
         if wh:
             _flits_due(t, st, S_FE_HEAD, S_FE_TAIL, fe_time, fe_idx, in_arr)
             _flits_due(t, st, S_IE_HEAD, S_IE_TAIL, ie_time, ie_idx, in_arr)
@@ -579,7 +671,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     if not _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
                                   bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
                                   backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
-                                  pk_cls, q_rt, tmp_sw, tmp_po, tmp_vc, sdn_share, sdn_key):
+                                  pk_cls, pk_hops, q_rt, tmp, sdn_share, sdn_key):
                         st[S_ERR_U] = u
                         st[S_ERR_PK] = pk
                         return ST_NO_ROUTE, t
@@ -722,7 +814,21 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     oq_fl[oi, k] = in_sent[q] if wh else 0
                     oq_cnt[oi] += 1
                     oq_flits[oi] += occ
-                    if i < R:  # return the credits upstream
+                    if i < R and cr:   # UGAL-L_CR: delayed by this output's excess t_d
+                        delay = 0
+                        if o < R and not is_global[u, i]:
+                            lo_d = crt_d[u * R + o]
+                            for o2 in range(R):
+                                if adj[u, o2] >= 0 and crt_d[u * R + o2] < lo_d:
+                                    lo_d = crt_d[u * R + o2]
+                            delay = crt_d[u * R + o] - lo_d
+                        due = t + crlat + delay
+                        st[S_HP_N] = _hp_push(hp_time, hp_idx, hp_amt, hp_rt, st[S_HP_N], due,
+                                              (adj[u, i] * R + peer[u, i]) * V + v, occ,
+                                              due - pk_sent[pk])
+                        if st[S_HP_N] < 0:
+                            return ST_POOL, t
+                    elif i < R:  # return the credits upstream
                         tail = st[S_CE_TAIL]
                         if tail - st[S_CE_HEAD] >= CE:
                             return ST_POOL, t
@@ -732,6 +838,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         st[S_CE_TAIL] = tail + 1
                     elif wh:
                         inj_cred[host_off[u] + i - R] += 1
+                    pk_sent[pk] = t
                     st[S_LAST_MOVE] = t
                     if wh:   # the output VC is the packet's from its head to its tail flit
                         in_sent[q] += 1
@@ -747,8 +854,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         if not _route(u, nxt, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups,
                                       bad3h, is_global, host_off, R, V, NP, credits, oq_flits,
                                       backlog, pk_dst, pk_dhost, pk_phase, pk_inter, pk_vc,
-                                      pk_cls, q_rt, tmp_sw, tmp_po,
-                                      tmp_vc, sdn_share, sdn_key):
+                                      pk_cls, pk_hops, q_rt, tmp, sdn_share, sdn_key):
                             st[S_ERR_U] = u
                             st[S_ERR_PK] = nxt
                             return ST_NO_ROUTE, t
@@ -785,8 +891,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                             if not _route(w, pk, q, t, prm, pk_args, cls_nonmin, cls_inter,
                                           n_groups, bad3h, is_global, host_off, R, V, NP,
                                           credits, oq_flits, backlog, pk_dst, pk_dhost,
-                                          pk_phase, pk_inter, pk_vc, pk_cls,
-                                          q_rt, tmp_sw, tmp_po, tmp_vc, sdn_share, sdn_key):
+                                          pk_phase, pk_inter, pk_vc, pk_cls, pk_hops,
+                                          q_rt, tmp, sdn_share, sdn_key):
                                 st[S_ERR_U] = w
                                 st[S_ERR_PK] = pk
                                 return ST_NO_ROUTE, t
@@ -810,6 +916,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         st[S_LAB_LAT] += lat
                         st[S_LAB_NETLAT] += done - pk_inj[pk]
                         st[S_LAB_HOPS] += pk_hops[pk]
+                        if pk_cls[pk] == prm[P_REROUTE]:
+                            st[S_LAB_REROUTED] += 1
                         if cls_nonmin[pk_cls[pk]]:
                             st[S_LAB_NONMIN] += 1
                             st[S_LAB_NM_LAT] += lat

@@ -109,6 +109,14 @@ class _State:
         self.inj_pk = np.full(H, -1, np.int64)
         self.inj_fl = np.zeros(H, np.int64)
         self.inj_cred = np.full(H, cfg.inj_buffer, np.int64)
+        # UGAL-L_CR: every buffer slot of the network holds at most one credit under way
+        hp = N * R * V * (cfg.buffer_depth // size) + 16 if cfg.ugal_cr else 1
+        self.crt_d = np.zeros(N * R if cfg.ugal_cr else 1, np.int64)
+        self.pk_sent = np.zeros(pool, np.int64)
+        self.hp_time = np.zeros(hp, np.int64)
+        self.hp_idx = np.zeros(hp, np.int64)
+        self.hp_amt = np.zeros(hp, np.int64)
+        self.hp_rt = np.zeros(hp, np.int64)
         self.st = np.zeros(E.S_NST, np.int64)
         self.st[E.S_FREE_TOP] = pool
         self.prm = prm
@@ -132,7 +140,8 @@ class _State:
             s.ce_idx, s.ce_amt, s.sq, s.sq_head, s.sq_cnt, s.inj_busy, s.sw_cnt, s.link_flits,
             s.lat_hist, s.q_rt, s.oq_fl, s.oq_vc, s.in_arr, s.in_sent, s.ovc_own,
             s.fe_time, s.fe_idx, s.ie_time, s.ie_idx, s.inj_pk, s.inj_fl, s.inj_cred,
-            s.sdn_share, s.sdn_key, s.link_wait)
+            s.sdn_share, s.sdn_key, s.link_wait, s.crt_d, s.pk_sent, s.hp_time, s.hp_idx,
+            s.hp_amt, s.hp_rt)
 
 
 def _params(ts, cfg: SimConfig) -> np.ndarray:
@@ -166,6 +175,9 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
     prm[E.P_FC] = {"vct": E.FC_VCT, "wormhole": E.FC_WORMHOLE}[cfg.flow_control]
     prm[E.P_NGROUPS] = topo.n_groups
     prm[E.P_DF_GLOBAL] = int(topo.kind == "dragonfly")
+    rr = ts.params.get("reroute")
+    prm[E.P_REROUTE] = [c.name for c in ts.classes].index(rr) if rr else -1
+    prm[E.P_CR] = int(cfg.ugal_cr)
     prm[E.P_MEAS_START] = 1 << 60
     prm[E.P_MEAS_END] = 1 << 60
     return prm
@@ -174,6 +186,10 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
 def routing_label(ts, cfg: SimConfig) -> str:
     if len(ts.classes) == 1:
         return ts.classes[0].name
+    if "reroute" in ts.params and cfg.ugal == "local":
+        return f"par({ts.classes[1].name})"
+    if cfg.ugal_cr:
+        return f"ugal-l-cr({ts.classes[1].name})"
     if cfg.ugal == "global":
         return f"ugal-g({cfg.ugal_g_reading},{ts.classes[1].name})"
     if cfg.ugal == "sdn":
@@ -303,6 +319,7 @@ def _result(ts, cfg, traffic, load, seed, st, status, t, warm, periods, win_flit
         "latency_min_avg": avg(s[E.S_LAB_MIN_LAT], s[E.S_LAB_MIN_CNT]),
         "latency_nonmin_avg": avg(s[E.S_LAB_NM_LAT], s[E.S_LAB_NONMIN]),
         "hops_avg": avg(s[E.S_LAB_HOPS], dl), "nonmin_share": avg(s[E.S_LAB_NONMIN], dl),
+        "rerouted_share": avg(s[E.S_LAB_REROUTED], dl) if "reroute" in ts.params else None,
         "channel_util": {"avg": float(util[used].mean()) if used.any() else 0.0,
                          "max": float(util[used].max()) if used.any() else 0.0,
                          "by_kind": by_kind},

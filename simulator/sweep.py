@@ -1,100 +1,97 @@
-"""Load sweeps: every (routing, load) point in parallel processes, a rich progress bar, a JSON
-file with every result and a latency-vs-offered-load PNG with one curve per routing."""
+"""Load sweeps: every (routing, load) point as a Dask task (:mod:`simulator.cluster`: a local
+cluster, this process, or a running scheduler), each finished point streamed into a results
+store (:mod:`simulator.store`: an interrupted sweep resumes), then a JSON file with every
+result and a latency-vs-offered-load PNG with one curve per routing, both replaced whole."""
 
 from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from simulator.config import SimConfig
+from simulator.store import atomic_path, atomic_write
 
 _CACHE: dict = {}
-
-
-def _point(spec: str, routing: str, cfg: dict, traffic: str, load: float, seed: int,
-           vcs: int | None) -> dict:
-    """One load point (runs in a worker process; topology and tables cached per process)."""
-    from simulator.run import simulate, tables_for
-    from tablegen.topologies.spec import build
-
-    name = routing
-    if "@" in routing:              # ROUTING@SPEC: one curve on another topology
-        routing, spec = routing.split("@", 1)
-    key = (spec, routing, vcs)
-    if key not in _CACHE:
-        topo = _CACHE.get(spec) or build(spec)
-        _CACHE[spec] = topo
-        _CACHE[key] = tables_for(topo, routing, vcs)
-    ts, over = _CACHE[key]
-    c = SimConfig.from_dict(cfg)
-    if over:
-        c = c.replace(**over)
-    r = simulate(ts, c, traffic, load, seed)
-    r["routing_name"] = name
-    r["spec"] = spec
-    return r
 
 
 def sweep(spec: str, routings: list[str], traffic: str, loads: list[float],
           config: SimConfig | None = None, seed: int = 1, workers: int | None = None,
           out: str | os.PathLike | None = None, title: str | None = None,
-          progress: bool = True, vcs: int | None = None, bounds: bool = True) -> dict:
+          progress: bool = True, vcs: int | None = None, bounds: bool = True,
+          scheduler: str = "local", store=None) -> dict:
     """Run every (routing, load) point (a routing may be ``ROUTING@SPEC`` to put another
     topology's curve on the same plot); returns ``{"spec", "traffic", "config", "points",
-    "summary"}`` and, with ``out`` (a path without suffix), writes ``out.json`` and
+    "failed", "summary"}`` and, with ``out`` (a path without suffix), writes ``out.json`` and
     ``out.png``.  ``summary`` holds per routing the saturation estimates and (``bounds``) the
     analytic bound of :mod:`simulator.bound` (single-class routings; UGAL: its two classes and
-    the best fixed split)."""
+    the best fixed split).  ``scheduler``: ``"local"`` or a Dask scheduler address;
+    ``store``: the results store (default ``out.points.jsonl`` beside ``out``, none without
+    ``out``; ``False``: none).  ``failed`` lists the points that failed (their error); the
+    returned dict also has ``run`` (``reused``, ``computed``, ``failed`` counts, ``store``),
+    which the JSON file does not."""
     cfg = (config or SimConfig()).to_dict()
     jobs = [(spec, r, cfg, traffic, float(x), seed, vcs) for r in routings for x in loads]
-    points = run_points(jobs, workers, progress)
+    done = run_jobs(jobs, workers, progress, scheduler, store_path(out, store))
     res = {"spec": spec, "traffic": traffic, "seed": seed, "routings": list(routings),
-           "loads": [float(x) for x in loads], "config": cfg, "points": points}
+           "loads": [float(x) for x in loads], "config": cfg,
+           "points": [p for p in done.points if p is not None], "failed": failures(done)}
     res["summary"] = summarize(res, bounds=bounds)
-    return save(res, out, title, lambda r, png: plot(r, png, title=title))
+    return ran(save(res, out, title, lambda r, png: plot(r, png, title=title)), done)
+
+
+def store_path(out, store):
+    """The store a sweep writing ``out`` keeps: ``store`` if given, none if ``False``, else
+    ``out.points.jsonl`` (none without ``out``)."""
+    if store is False or (store is None and out is None):
+        return None
+    return Path(store) if store is not None else Path(f"{out}.points.jsonl")
+
+
+def run_jobs(jobs: list[tuple], workers: int | None, progress: bool,
+             scheduler: str = "local", store=None):
+    """:func:`simulator.cluster.run` (an :class:`~simulator.cluster.Outcome`)."""
+    from simulator.cluster import run
+
+    return run(jobs, workers, progress, scheduler, store)
+
+
+def failures(done) -> list[dict]:
+    """The failed points of an outcome, as the JSON lists them (without the job index)."""
+    return [{k: v for k, v in f.items() if k != "index"} for f in done.failed]
+
+
+def ran(res: dict, done) -> dict:
+    """``res`` with ``run``: how many points were reused from the store, computed, failed."""
+    res["run"] = {"reused": done.reused, "computed": done.computed,
+                  "failed": len(done.failed), "store": done.store}
+    return res
 
 
 def save(res: dict, out, title: str | None, plotter) -> dict:
     """Name the results (``title``) and, when ``out`` is given, write them as JSON and plot
-    them beside as PNG (``plotter(res, path)``)."""
+    them beside as PNG (``plotter(res, path)``), each to a temporary file, fsynced and renamed
+    into place (the PNG first: a JSON in place means both are complete)."""
     if title:
         res["title"] = title
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-        plotter(res, out.with_suffix(".png"))
+        with atomic_path(out.with_suffix(".png")) as tmp:
+            plotter(res, tmp)
+        atomic_write(out.with_suffix(".json"), json.dumps(res, indent=1))
     return res
 
 
 def run_points(jobs: list[tuple], workers: int | None, progress: bool) -> list[dict]:
-    """The results of :func:`_point` for every job (its arguments), in the jobs' order, on
-    ``workers`` processes (default: one per CPU, at most one per job)."""
-    workers = workers or min(len(jobs), os.cpu_count() or 1)
-    if workers <= 1:
-        return _progress((_point(*j) for j in jobs), len(jobs), progress)
-    with ProcessPoolExecutor(max_workers=workers) as ex:
-        futs = {ex.submit(_point, *j): k for k, j in enumerate(jobs)}
-        done = _progress(((futs[f], f.result()) for f in as_completed(futs)), len(jobs),
-                         progress)
-    return [r for _, r in sorted(done, key=lambda kr: kr[0])]
-
-
-def _progress(it, total: int, show: bool) -> list:
-    if not show:
-        return list(it)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    out = []
-    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), transient=False) as bar:
-        task = bar.add_task("points", total=total)
-        for r in it:
-            out.append(r)
-            bar.advance(task)
-    return out
+    """The results of every job ``(spec, routing, config, traffic, load, seed, vcs)`` in the
+    jobs' order (no store); ``RuntimeError`` naming the first failed point, if any."""
+    done = run_jobs(jobs, workers, progress)
+    if done.failed:
+        f = done.failed[0]
+        raise RuntimeError(f"{len(done.failed)} point(s) failed; first {f['routing']} at load "
+                           f"{f['load']:g}: {f['error']}")
+    return done.points
 
 
 def plot(res: dict, path, title: str | None = None, ymax: float | None = None) -> None:
@@ -157,8 +154,9 @@ def replot(path, title: str | None = None, bounds: bool = True) -> dict:
     res["summary"] = summarize(res, bounds=bounds)
     if title:
         res["title"] = title
-    path.write_text(json.dumps(res, indent=1))
-    plot(res, path.with_suffix(".png"), title=title or res.get("title"))
+    with atomic_path(path.with_suffix(".png")) as tmp:
+        plot(res, tmp, title=title or res.get("title"))
+    atomic_write(path, json.dumps(res, indent=1))
     return res
 
 
@@ -196,15 +194,12 @@ def _bound(spec: str, routing: str, traffic: str, seed: int) -> dict:
     """The bound of ``routing``'s tables, once per tables: names that differ only in
     simulator config (``ugal-l`` / ``ugal-g``, UGAL-G's readings) share it."""
     from simulator.bound import throughput_bound
+    from simulator.cluster import tables
     from simulator.config import ROUTINGS
-    from simulator.run import tables_for
-    from tablegen.topologies.spec import build
 
     key = ("bound", spec, *ROUTINGS[routing][:2], traffic, seed)
     if key not in _CACHE:
-        topo = _CACHE.get(spec) or build(spec)
-        _CACHE[spec] = topo
-        ts, _ = tables_for(topo, routing)
+        ts = tables(spec, routing, None)[0]     # those the sweep built, if it ran here
         b = throughput_bound(ts, traffic, seed)
         d = {"bound": b["bound"],
              "class_bounds": {k: v["bound"] for k, v in b["classes"].items()}}

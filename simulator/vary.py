@@ -13,17 +13,19 @@ decided non-minimal share over time for each value at the highest load.
 from __future__ import annotations
 
 from simulator.config import SimConfig
-from simulator.sweep import run_points, save
+from simulator.sweep import failures, ran, run_jobs, save, store_path
 
 
 def sweep_values(spec: str, routings: list[str], traffic: str, loads: list[float], key: str,
                  values: list, references: list[str] = (), config: SimConfig | None = None,
                  seed: int = 1, workers: int | None = None, out=None, title: str | None = None,
-                 progress: bool = True, vcs: int | None = None) -> dict:
+                 progress: bool = True, vcs: int | None = None, scheduler: str = "local",
+                 store=None) -> dict:
     """Every (routing, value, load) point with ``config.key = value``, and every (reference,
     load) point with ``config`` as it is; returns ``{"spec", "traffic", "vary", "values",
-    "routings", "references", "loads", "config", "points"}`` and, with ``out`` (a path without
-    suffix), writes ``out.json`` and ``out.png``."""
+    "routings", "references", "loads", "config", "points", "failed"}`` and, with ``out`` (a
+    path without suffix), writes ``out.json`` and ``out.png``.  ``scheduler``, ``store``,
+    ``failed`` and the returned ``run``: as :func:`simulator.sweep.sweep`."""
     base = config or SimConfig()
     cfgs = [base.replace(**{key: v}).to_dict() for v in values]   # checked before any run
     jobs, tags = [], []
@@ -36,13 +38,20 @@ def sweep_values(spec: str, routings: list[str], traffic: str, loads: list[float
         for x in loads:
             jobs.append((spec, r, base.to_dict(), traffic, float(x), seed, vcs))
             tags.append(None)
-    points = run_points(jobs, workers, progress)
-    for p, v in zip(points, tags):
-        p["vary_value"] = v
+    done = run_jobs(jobs, workers, progress, scheduler, store_path(out, store))
+    points = []
+    for p, v in zip(done.points, tags):
+        if p is not None:
+            p["vary_value"] = v
+            points.append(p)
+    failed = failures(done)
+    for f, d in zip(failed, done.failed):
+        f["vary_value"] = tags[d["index"]]
     res = {"spec": spec, "traffic": traffic, "seed": seed, "vary": key, "values": list(values),
            "routings": list(routings), "references": list(references),
-           "loads": [float(x) for x in loads], "config": base.to_dict(), "points": points}
-    return save(res, out, title, plot)
+           "loads": [float(x) for x in loads], "config": base.to_dict(), "points": points,
+           "failed": failed}
+    return ran(save(res, out, title, plot), done)
 
 
 def plot(res: dict, path) -> None:

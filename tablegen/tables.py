@@ -152,6 +152,11 @@ class TableSet:
                                   or (a.size and not 0 <= int(a.min()) <= int(a.max()) <= 1)):
                 raise ValueError(f"{name}: shape {a.shape} dtype {a.dtype}; expected 0/1 of "
                                  f"shape ({n}, {r})")
+        rr = self.params.get("reroute")
+        if rr is not None and (len(self.classes) != 3 or self.classes[0].name != "min"
+                               or self.classes[2].name != rr or self.classes[2].vc_base < 1):
+            raise ValueError(f"params.reroute={rr!r:.60}; expected the third of the classes "
+                             "[min, non-minimal, re-route] with vc_base >= 1")
         if any(c.exit == "port" for c in self.classes) and self.exit_port is None:
             raise ValueError("a class leaves phase 0 by port, but there is no exit_port array")
         if self.alternatives.shape != (n, n) or self.alternatives.dtype.kind != "u":

@@ -85,12 +85,37 @@ def verify(ts: TableSet, max_cycle_print: int = 64) -> Report:
                                  f"{c.max_hops}")
         report.classes[c.name] = {"max_hops": max(hist) if hist else 0, "bound": c.max_hops,
                                   "hist": {str(k): v for k, v in sorted(hist.items())}}
+    if "reroute" in ts.params:
+        _reroute_deps(ts, deps)
     if min_len is not None:
         _check_minimal(ts, min_len, report)
     report.vcs_used = int(np.flatnonzero(vc_seen).max() + 1) if vc_seen.any() else 0
     _check_cdg(ts, deps, report, max_cycle_print)
     report.ok = not report.errors
     return report
+
+
+def _reroute_deps(ts: TableSet, deps: np.ndarray) -> None:
+    """PAR: a minimal packet decided again at its second switch ``a`` turns from the channel
+    it arrived on (its first hop, on MIN's first VC) into the re-route class's first hop (on
+    that class's ``vc_base``).  Recorded from every channel MIN uses as a first hop (on an
+    intact Dragonfly the local ones: a global first hop leaves the source group) into every
+    port of ``a``.  O(N^2 + N R^2)."""
+    topo = ts.topo
+    n, r = topo.adj.shape
+    V = ts.num_vcs
+    mn, rr = ts.cls("min"), ts.cls(ts.params["reroute"])
+    first = ts.tables[mn.table1]
+    used = np.zeros((n, r), dtype=bool)
+    src = np.repeat(np.arange(n), n).reshape(n, n)
+    ok = first >= 0
+    used[src[ok], first[ok]] = True
+    if topo.kind == "dragonfly" and "fail" not in topo.params:
+        used &= topo.link_kind != topo.kind_names.index("global")
+    for s, j in np.argwhere(used):
+        a = topo.adj[s, j]
+        ports = np.flatnonzero(topo.adj[a] >= 0)
+        deps[(s * r + j) * V + mn.vc_base, ports * V + rr.vc_base] = True
 
 
 def _check_minimal(ts: TableSet, got: np.ndarray, report: Report) -> None:

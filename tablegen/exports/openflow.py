@@ -282,6 +282,10 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False
     Complexity: O(N^2) plus VAL_nta's O(N^2 L) on-path triples (and the backups' proofs)."""
     topo = ts.topo
     n = topo.n_switches
+    if "reroute" in ts.params:
+        raise NotExpressible(f"{ts.routing}: class {ts.params['reroute']} begins at a packet's "
+                             "second switch; the OpenFlow program chooses path classes only "
+                             "at the source switch")
     check_mac_plan(topo)
     if len({c.table1 for c in ts.classes}) > 1:
         raise NotExpressible(f"{ts.routing}: classes use different phase-1 tables; VID 0 "

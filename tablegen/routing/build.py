@@ -2,7 +2,9 @@
 
 Routings: ``min``, ``val`` (original Valiant; group-level Valiant on a Dragonfly, Kim et al.
 §4.1), ``val-nta`` and ``val-3h`` (Yébenes et al. HOTI 2017 §IV), ``ugal-l`` (MIN plus a
-non-minimal class, decided at the source by :mod:`tablegen.routing.ugal`) and ``dsnf`` (Truong et al.
+non-minimal class, decided at the source by :mod:`tablegen.routing.ugal`), ``par`` (progressive
+adaptive routing: UGAL-L's two classes plus a third, the non-minimal class taken at the second
+switch of a minimal path; Jiang et al. ISCA 2009, Yébenes et al. §V) and ``dsnf`` (Truong et al.
 Fig. 2).  Every routing is destination-based per phase; see :mod:`tablegen.tables` for the
 header state and the processing at a switch.
 
@@ -29,6 +31,8 @@ dateline.  ``verify`` proves each scheme acyclic on the actual tables.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from numba import njit
 
@@ -38,7 +42,8 @@ from tablegen.routing.walk import table_lengths
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import UNREACHABLE, Topology, distance_matrix
 
-ROUTINGS = ("min", "val", "val-nta", "val-3h", "ugal-l", "dsnf")
+ROUTINGS = ("min", "val", "val-nta", "val-3h", "ugal-l", "par", "dsnf")
+ADAPTIVE = ("ugal-l", "par")    # a minimal and a non-minimal class, chosen per packet
 NONMIN = ("val", "val-nta", "val-3h", "val-group")
 
 
@@ -173,13 +178,21 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
 
     Parameters:
         routing: one of :data:`ROUTINGS`.
-        nonmin: UGAL-L's non-minimal class (default ``val-3h`` on Slim Fly, ``val-group`` on
-            a Dragonfly, ``val`` elsewhere).
+        nonmin: UGAL-L's and PAR's non-minimal class (default ``val-3h`` on Slim Fly,
+            ``val-group`` on a Dragonfly, ``val`` elsewhere).
         vcs: force the number of VCs (VCs saturate at ``vcs - 1``); default: as many as the
             scheme needs.  Fewer than needed makes ``verify`` fail — on purpose, for tests.
             At most :data:`tablegen.limits.MAX_VCS` (64), forced or needed (else
             :class:`BadInput` / :class:`TopologyError`).
         ugal_threshold: UGAL-L bias T (flits) stored for the controller and simulator.
+
+    PAR (``par``): classes ``[min, <nonmin>, par-<nonmin>]``.  A packet starts minimal or
+    non-minimal at its source as under UGAL-L; a minimal packet that has made one hop (on a
+    Dragonfly: one local hop, still in its source group) is decided again at that switch and
+    may leave on the third class, which is the non-minimal class begun there on VC
+    ``vc_base = 1`` (``params["reroute"]`` names it).  MIN starts on VC 0, so the hop
+    scheme needs ``1 +`` the non-minimal bound (Slim Fly PAR_ori / PAR_nta 5, PAR_3h 4) and
+    Kim's global-hop scheme one VC more than UGAL-L (4).
 
     Complexity: dominated by the minimal table, O(N^2 R).
     """
@@ -232,7 +245,7 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
         if routing == "min":
             classes = [min_cls]
         else:
-            variant = routing if routing != "ugal-l" else (nonmin or _default_nonmin(kind))
+            variant = routing if routing not in ADAPTIVE else (nonmin or _default_nonmin(kind))
             if kind == "dragonfly" and variant == "val":
                 variant = "val-group"  # Kim et al. §4.1: Valiant at the group level
             if kind == "dragonfly" and variant != "val-group" or (
@@ -241,11 +254,15 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
                 # hops on one VC in a group; X after Y); hop-indexed VCs hold for any path.
                 vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
             nonmin_cls = _nonmin_class(variant, diam, reach)
-            if routing == "ugal-l":
-                base = 1 if scheme == "global" else 0
+            if routing in ADAPTIVE:
+                # UGAL-L: MIN rides above group VAL's first global hop (Kim et al. Fig. 7)
+                base = 1 if scheme == "global" and routing == "ugal-l" else 0
                 classes = [PathClass("min", table1="min", vc_base=base, max_hops=diam), nonmin_cls]
                 params["nonmin"] = variant
                 params["ugal_threshold"] = ugal_threshold
+                if routing == "par":
+                    classes.append(replace(nonmin_cls, name="par-" + variant, vc_base=1))
+                    params["reroute"] = classes[-1].name
             else:
                 classes = [nonmin_cls]
     if vcs is None:
@@ -274,7 +291,7 @@ def check_routing(kind: str, routing: str, nonmin: str | None = None,
                             "degraded DSN-F")
     if routing in ("min", "dsnf"):
         return
-    variant = routing if routing != "ugal-l" else (nonmin or _default_nonmin(kind))
+    variant = routing if routing not in ADAPTIVE else (nonmin or _default_nonmin(kind))
     if variant not in NONMIN or (variant == "val-group" and kind != "dragonfly"):
         fits = [v for v in NONMIN if v != "val-group" or kind == "dragonfly"]
         raise TopologyError(f"non-minimal variant {variant!r} does not fit {kind}; "
@@ -334,7 +351,7 @@ def _vcs_needed(topo: Topology, scheme: str, classes: list[PathClass], vc_inc) -
         return max(c.vc_base + c.max_hops for c in classes)
     if scheme == "global":
         # one more VC per global hop: MIN has one global hop, group-level VAL two.
-        return max(c.vc_base + (2 if c.name == "val-group" else 1) + 1 for c in classes)
+        return max(c.vc_base + (2 if c.name.endswith("val-group") else 1) + 1 for c in classes)
     # dateline: a path crosses each ring's dateline at most once.  Torus DOR: the X and the Y
     # ring; DSN-F: the super-node ring, plus the local-ring wrap in pre-work and in finish,
     # which carry datelines only for p >= 4 (docs/dsnf.md).

@@ -80,6 +80,10 @@ def plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: 
              prefix: str = "ib/", ib=None) -> list[Job]:
     topo = ts.topo
     n, r = topo.adj.shape
+    if "reroute" in ts.params:
+        raise NotExpressible(f"{ts.routing}: class {ts.params['reroute']} begins at a packet's "
+                             "second switch; an InfiniBand switch forwards by destination LID "
+                             "and cannot move a packet to another path in transit")
     nports = topo.hosts.astype(np.int64) + r
     if nports.max(initial=0) > MAX_IB_PORT:
         raise NotExpressible(f"{topo.name()}: a switch has {int(nports.max())} ports; InfiniBand "
