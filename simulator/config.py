@@ -10,6 +10,7 @@ which :func:`load_experiment` separates from the simulation parameters.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -39,7 +40,6 @@ INT_RANGES = {
     "channel_latency": (1, 1024),
     "terminal_latency": (0, 1024),
     "credit_latency": (0, 1024),
-    "speedup": (1, 16),
     "islip_iterations": (1, 16),
     "ugal_threshold": (0, 4096),
     "warmup_cycles": (1, MAX_CYCLES),
@@ -55,6 +55,11 @@ INT_RANGES = {
     "split_bits": (1, 6),               # tablegen.routing.adaptive.PARAM_RANGES
     "sdn_buffer": (1, 1_000_000),       # PARAM_RANGES["buffer"], in packets
 }
+#: ``(smallest, largest)`` of the keys that are multiples of 1/SPEEDUP_STEPS: the crossbar's
+#: internal speedup (Yébenes et al.: 2.5), run as floor((t+1)·S) - floor(t·S) allocation
+#: rounds in cycle t (an integer S: S rounds every cycle)
+QUARTER_RANGES = {"speedup": (1, 16)}
+SPEEDUP_STEPS = 4
 #: None: buffer_depth // 2; poll_cycles // 2; (V * buffer_depth + output queue) / packet_size
 NULLABLE = {"ugal_threshold", "decision_delay_cycles", "sdn_buffer"}
 #: ``(smallest, largest)`` of the keys that are numbers (an integer is accepted too); the
@@ -88,7 +93,8 @@ class SimConfig:
     channel_latency: int = 1          #: cycles a flit spends on a router-router channel
     terminal_latency: int = 1         #: cycles on a host-router channel (each direction)
     credit_latency: int = 0           #: cycles for a credit to return (0: channel_latency)
-    speedup: int = 1                  #: internal speedup (crossbar rounds per cycle)
+    speedup: float = 1                #: internal speedup S, a multiple of 1/4 (crossbar rounds
+    #: per cycle: S flits per cycle per input and output)
     flow_control: str = "vct"         #: ``vct`` (virtual cut-through) or ``wormhole``
     allocator: str = "rr"             #: ``rr``: separable input-first round-robin; ``islip``
     islip_iterations: int = 1         #: iSLIP iterations per allocation round
@@ -143,6 +149,12 @@ class SimConfig:
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
                 raise ValueError(f"config: {k}={v!r:.60}; expected an integer {lo} <= {k} <= "
                                  f"{hi:,}" + (" or null" if k in NULLABLE else ""))
+        for k, (lo, hi) in QUARTER_RANGES.items():
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= hi \
+                    or not float(v * SPEEDUP_STEPS).is_integer():
+                raise ValueError(f"config: {k}={v!r:.60}; expected a multiple of "
+                                 f"1/{SPEEDUP_STEPS} from {lo} to {hi} (e.g. 2.5)")
         for k, (lo, hi) in FLOAT_RANGES.items():
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= hi:
@@ -158,6 +170,15 @@ class SimConfig:
 
     # derived values -------------------------------------------------------------------------
     @property
+    def speedup_ratio(self) -> tuple[int, int]:
+        """The speedup as ``(rounds, cycles)``: ``rounds`` allocation rounds every ``cycles``
+        cycles (2.5: 5 every 2)."""
+        from fractions import Fraction
+
+        f = Fraction(self.speedup).limit_denominator(SPEEDUP_STEPS)
+        return f.numerator, f.denominator
+
+    @property
     def credit_lat(self) -> int:
         return self.credit_latency or self.channel_latency
 
@@ -167,7 +188,8 @@ class SimConfig:
 
     @property
     def out_buffer(self) -> int:
-        auto = self.packet_size if self.speedup == 1 else self.speedup * self.buffer_depth
+        auto = self.packet_size if self.speedup == 1 else \
+            math.ceil(self.speedup * self.buffer_depth)
         return max(self.output_buffer or auto, self.packet_size)
 
     @property

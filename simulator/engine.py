@@ -26,7 +26,8 @@ Router model (one cycle = one flit time on a channel; see ``docs/simulator.md``)
   and accept pointers moved only by first-iteration matches; ``islip_iterations``); with internal
   ``speedup`` S the crossbar runs S allocation rounds per cycle and moves S flits per cycle per
   input and per output into an output queue (``output_buffer`` flits), which feeds the
-  channel at one flit per cycle;
+  channel at one flit per cycle; a fractional S (2.5) runs ``floor((t + 1) S) - floor(t S)``
+  rounds in cycle ``t`` (2, 3, 2, 3 ...) on slots numbered on across cycles;
 * channels have ``channel_latency`` cycles, terminal channels ``terminal_latency``;
 * PAR (``prm[P_REROUTE]``, the re-route class): a minimal packet is decided again, by the
   same UGAL-L rule, at its second switch (on a Dragonfly only after a local first hop);
@@ -68,7 +69,7 @@ ST_OK, ST_DEADLOCK, ST_NO_ROUTE, ST_POOL = 0, 1, 2, 3
 (P_ROUTER_DELAY, P_CHAN_LAT, P_TERM_LAT, P_CREDIT_LAT, P_SIZE, P_DEPTH, P_INJ_CAP, P_OQ_FLITS,
  P_SPEEDUP, P_MODE, P_RULE, P_THRESHOLD, P_GREAD, P_DEADLOCK, P_SQ_CAP, P_NGROUPS,
  P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_FC, P_SDN_SLOTS, P_REROUTE, P_CR,
- P_NPRM) = range(26)
+ P_SPEEDUP_DEN, P_NPRM) = range(27)
 
 # switch allocators
 ALLOC_RR, ALLOC_ISLIP = 0, 1
@@ -554,7 +555,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     V = num_vcs
     H = host_sw.shape[0]
     NP = in_busy.shape[0] // N
-    S = prm[P_SPEEDUP]
+    S = prm[P_SPEEDUP]           # S / Sd allocation rounds per cycle (2.5 = 5 / 2)
+    Sd = prm[P_SPEEDUP_DEN]
     size = prm[P_SIZE]
     depth = prm[P_DEPTH]
     inj_cap = prm[P_INJ_CAP]
@@ -692,8 +694,9 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                 continue
             st[S_ROUTER_CYCLES] += 1
             nh = host_off[u + 1] - host_off[u]
-            for it in range(S):
-                slot = t * S + it
+            s0 = (t * S) // Sd          # crossbar slots are numbered on across cycles
+            for it in range(((t + 1) * S) // Sd - s0):
+                slot = s0 + it
                 # input stage: every input port picks one ready VC head (round-robin)
                 anyreq = False
                 for i in range(NP):

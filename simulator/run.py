@@ -78,7 +78,7 @@ class _State:
         self.out_rr = np.zeros(N * NP, np.int64)
         self.acc_rr = np.zeros(N * NP, np.int64)
         self.backlog = np.zeros(N * NP, np.int64)
-        ce = N * NP * cfg.speedup * (cfg.credit_lat + 2) + 16
+        ce = N * NP * math.ceil(cfg.speedup) * (cfg.credit_lat + 2) + 16
         self.ce_time = np.zeros(ce, np.int64)
         self.ce_idx = np.zeros(ce, np.int64)
         self.ce_amt = np.zeros(ce, np.int64)
@@ -155,7 +155,7 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
     prm[E.P_DEPTH] = cfg.buffer_depth
     prm[E.P_INJ_CAP] = cfg.inj_buffer // cfg.packet_size
     prm[E.P_OQ_FLITS] = cfg.out_buffer
-    prm[E.P_SPEEDUP] = cfg.speedup
+    prm[E.P_SPEEDUP], prm[E.P_SPEEDUP_DEN] = cfg.speedup_ratio
     if len(ts.classes) == 1:
         prm[E.P_MODE] = E.MODE_FIXED
     else:

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import _sets
-from simulator.config import FLOAT_RANGES, INT_RANGES, NULLABLE, SimConfig
+from simulator.config import (FLOAT_RANGES, INT_RANGES, NULLABLE, QUARTER_RANGES, SPEEDUP_STEPS,
+                              SimConfig)
 from tablegen import limits
 from tablegen.errors import TopologyError
 from tablegen.topologies.spec import _KEYS, build
@@ -126,10 +127,13 @@ ANY = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20),
                 st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
                 st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3),
                                                                      st.integers(), max_size=2))
-FIELDS = sorted(INT_RANGES) + sorted(FLOAT_RANGES) + sorted(SimConfig.CHOICES)
+FIELDS = sorted(INT_RANGES) + sorted(FLOAT_RANGES) + sorted(QUARTER_RANGES) + \
+    sorted(SimConfig.CHOICES)
 # each key within its range (small, so that a run could be cheap), or any value at all
 VALID = {k: st.integers(lo, min(hi, 64)) for k, (lo, hi) in INT_RANGES.items()}
 VALID.update({k: st.floats(lo, hi) for k, (lo, hi) in FLOAT_RANGES.items()})
+VALID.update({k: st.integers(lo * SPEEDUP_STEPS, min(hi, 4) * SPEEDUP_STEPS).map(
+    lambda i: i / SPEEDUP_STEPS) for k, (lo, hi) in QUARTER_RANGES.items()})
 VALID.update({k: st.sampled_from(v) for k, v in SimConfig.CHOICES.items()})
 VALID_TABLES = st.fixed_dictionaries({}, optional=VALID)
 CONFIGS = st.one_of(
@@ -150,6 +154,10 @@ def _within(cfg: SimConfig) -> bool:
         v = getattr(cfg, k)
         if not (v is None and k in NULLABLE) and not (type(v) is int and lo <= v <= hi):
             return False
+    if not all(type(getattr(cfg, k)) in (int, float) and lo <= getattr(cfg, k) <= hi
+               and float(getattr(cfg, k) * SPEEDUP_STEPS).is_integer()
+               for k, (lo, hi) in QUARTER_RANGES.items()):
+        return False
     return all(type(getattr(cfg, k)) in (int, float) and lo <= getattr(cfg, k) <= hi
                and math.isfinite(getattr(cfg, k)) for k, (lo, hi) in FLOAT_RANGES.items())
 

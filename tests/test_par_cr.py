@@ -176,3 +176,24 @@ def test_ugal_l_cr_cuts_the_minimal_packets_latency_kim_fig16b():
         assert got[r]["status"] == "ok" and not got[r]["saturated"]
     assert got["ugal-l-cr"]["latency_min_avg"] < 0.5 * got["ugal-l-vch"]["latency_min_avg"]
     assert got["ugal-l-cr"]["latency_avg"] < got["ugal-l-vch"]["latency_avg"]
+
+
+def test_fractional_speedup_runs_rounds_in_turn():
+    """Yébenes' crossbar speedup 2.5: 5 allocation rounds every 2 cycles.  Integer speedups
+    run exactly as before (the same numbers), and 2.5 lies between 2 and 3 where the
+    crossbar is the bottleneck (MIN, uniform at load 1: speedup 1 holds it below 0.75)."""
+    assert SimConfig(speedup=2.5).speedup_ratio == (5, 2)
+    assert SimConfig(speedup=2).speedup_ratio == (2, 1)
+    for bad in (2.3, 0.5, 17, "2", True):
+        with pytest.raises(ValueError, match="speedup"):
+            SimConfig(speedup=bad)
+    topo = build(DF)
+    ts, _ = tables_for(topo, "min")
+    acc = {}
+    for s in (1, 1.25, 2):
+        acc[s] = simulate(ts, SimConfig(speedup=s, **FAST), "uniform", 1.0, 1)["accepted"]
+    assert acc[1] + 0.02 < acc[1.25] < acc[2] - 0.02, acc
+    ts2, _ = tables_for(build("slimfly:q=5"), "min")
+    a = simulate(ts2, SimConfig(speedup=2.5, packet_size=8, buffer_depth=64, **FAST),
+                 "uniform", 0.5, 1)
+    assert a["status"] == "ok" and not a["saturated"]
