@@ -583,7 +583,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     req_vc = np.full((NP, NP), -1, np.int64)
     req_list = np.empty((NP, NP), np.int64)
     req_n = np.zeros(NP, np.int64)
-    grant = np.empty(NP, np.int64)
+    grant = np.full(NP, -1, np.int64)
+    act = np.empty(NP, np.int64)
     sdn = prm[P_MODE] == MODE_SDN
     blocked = np.full(NP, -1, np.int64)   # ugal-sdn: t * N + u when an output lacked credits
     tmp_sw = np.empty(4 * N + 5, np.int64)
@@ -750,34 +751,46 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     # iSLIP (McKeown): request-grant-accept, round-robin grant pointers per
                     # output and accept pointers per input, moved only by a match of the
                     # first iteration; ``iters`` iterations over the unmatched ports
+                    # (each step walks the requests, not all NP x NP port pairs: a grant is
+                    # the requester nearest after the output's pointer, an accept the
+                    # granting output nearest after the input's; ``grant`` is -1 between)
                     for itr in range(iters):
-                        for o in range(NP):
-                            grant[o] = -1
-                            if best_i[o] >= 0:
+                        n_act = 0
+                        for i in range(NP):
+                            if req_n[i] == 0 or req_v[i] >= 0:
                                 continue
-                            start = out_rr[u * NP + o]
-                            for k in range(NP):
-                                i = (start + k) % NP
-                                if req_n[i] > 0 and req_v[i] < 0 and req_vc[i, o] >= 0:
-                                    grant[o] = i
-                                    break
+                            for k in range(req_n[i]):
+                                o = req_list[i, k]
+                                if best_i[o] >= 0:
+                                    continue
+                                dd = (i - out_rr[u * NP + o]) % NP
+                                if grant[o] < 0:
+                                    act[n_act] = o
+                                    n_act += 1
+                                elif dd >= best_d[o]:
+                                    continue
+                                grant[o] = i
+                                best_d[o] = dd
                         progress = False
                         for i in range(NP):
                             if req_n[i] == 0 or req_v[i] >= 0:
                                 continue
                             pi = u * NP + i
-                            start = acc_rr[pi]
-                            for k in range(NP):
-                                o = (start + k) % NP
-                                if grant[o] == i:
-                                    best_i[o] = i
-                                    req_v[i] = req_vc[i, o]
-                                    req_o[i] = o
-                                    progress = True
-                                    if itr == 0:
-                                        acc_rr[pi] = (o + 1) % NP
-                                        out_rr[u * NP + o] = (i + 1) % NP
-                                    break
+                            bo, bd = -1, NP
+                            for k in range(req_n[i]):
+                                o = req_list[i, k]
+                                if grant[o] == i and (o - acc_rr[pi]) % NP < bd:
+                                    bo, bd = o, (o - acc_rr[pi]) % NP
+                            if bo >= 0:
+                                best_i[bo] = i
+                                req_v[i] = req_vc[i, bo]
+                                req_o[i] = bo
+                                progress = True
+                                if itr == 0:
+                                    acc_rr[pi] = (bo + 1) % NP
+                                    out_rr[u * NP + bo] = (i + 1) % NP
+                        for k in range(n_act):
+                            grant[act[k]] = -1
                         if not progress:
                             break
                     for i in range(NP):
