@@ -97,6 +97,9 @@ class SimConfig:
     #: per cycle: S flits per cycle per input and output)
     flow_control: str = "vct"         #: ``vct`` (virtual cut-through) or ``wormhole``
     allocator: str = "rr"             #: ``rr``: separable input-first round-robin; ``islip``
+    vc_allocation: str = "combined"   #: ``combined`` (VC from the tables, taken at switch
+    #: allocation) or ``per-packet`` (BookSim's iq: a VC-allocation cycle, the VC held until
+    #: the packet has crossed, VCs on ejection and injection ports too; VCT only)
     islip_iterations: int = 1         #: iSLIP iterations per allocation round
     # routing decisions (UGAL); classes, tables and VCs come from the TableSet
     ugal: str = "local"               #: ``local`` (UGAL-L), ``global`` (UGAL-G), ``sdn``
@@ -124,8 +127,11 @@ class SimConfig:
     deadlock_cycles: int = 2000       #: packets in routers and none moved this long: deadlock
     saturation_ratio: float = 0.95    #: saturated when accepted < ratio * offered (or undrained)
     latency_hist_max: int = 65536     #: latency histogram bins (percentiles)
+    # a preset: the keys of PRESETS[model], applied when ``model`` is set (see PRESETS)
+    model: str = "fabroute"           #: ``fabroute`` or ``booksim-iq``
 
     CHOICES = {"flow_control": ("vct", "wormhole"), "allocator": ("rr", "islip"),
+               "vc_allocation": ("combined", "per-packet"), "model": ("fabroute", "booksim-iq"),
                "ugal": ("local", "global", "sdn"), "sdn_counters": ("tx-wait", "tx"),
                "ugal_rule": ("auto", "kim", "yebenes", "vch"),
                "ugal_g_reading": ("backlog-hops", "backlog", "credits-hops")}
@@ -161,6 +167,9 @@ class SimConfig:
                 raise ValueError(f"config: {k}={v!r:.60}; expected a number {lo} <= {k} <= {hi}")
         if not isinstance(self.ugal_cr, bool):
             raise ValueError(f"config: ugal_cr={self.ugal_cr!r:.60}; expected true or false")
+        if self.vc_allocation == "per-packet" and self.flow_control != "vct":
+            raise ValueError("config: vc_allocation='per-packet' with flow_control="
+                             f"{self.flow_control!r}; expected vct")
         if self.ugal_cr and self.flow_control != "vct":
             raise ValueError("config: ugal_cr=true with flow_control="
                              f"{self.flow_control!r}; expected vct (credits per packet)")
@@ -211,9 +220,13 @@ class SimConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SimConfig":
+        """A config from a table of keys; a ``model`` preset fills the keys it sets that the
+        table does not give."""
         if not isinstance(d, dict):
             raise ValueError(f"config: {type(d).__name__} {d!r:.60}; expected a table of "
                              "SimConfig keys")
+        if isinstance(d.get("model"), str) and d["model"] in PRESETS:
+            d = {**PRESETS[d["model"]], **d}
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:
@@ -228,9 +241,26 @@ class SimConfig:
         return cls.from_dict(read_file(path))
 
     def replace(self, **kw) -> "SimConfig":
+        """A copy with ``kw`` set; setting another ``model`` first applies its preset (so
+        ``--set model=booksim-iq`` overrides the experiment's pipeline keys, and keys set
+        beside it override the preset)."""
         d = self.to_dict()
+        if isinstance(kw.get("model"), str) and kw["model"] != d["model"]:
+            d.update(PRESETS.get(kw["model"], {}))
         d.update(kw)
         return SimConfig.from_dict(d)
+
+
+#: ``model`` presets.  ``booksim-iq``: BookSim2's ``iq`` router with its default pipeline
+#: (``docs/simulator.md``, *BookSim preset*): per-packet VC allocation in a cycle of its own
+#: (the VC held until the packet has crossed; VCs on injection and ejection ports), routing
+#: + VC allocation + switch allocation + traversal = 2 + 1 cycles of ``router_delay`` and
+#: the VC-allocation cycle, credits usable 3 cycles after they leave (BookSim's
+#: ``credit_delay = 2`` plus the cycle to process them), separable input-first round-robin
+#: switch allocation, no internal speedup.
+PRESETS = {"fabroute": {},
+           "booksim-iq": {"vc_allocation": "per-packet", "router_delay": 2, "credit_latency": 4,
+                          "allocator": "rr", "speedup": 1}}
 
 
 def read_file(path) -> dict:

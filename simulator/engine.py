@@ -69,7 +69,7 @@ ST_OK, ST_DEADLOCK, ST_NO_ROUTE, ST_POOL = 0, 1, 2, 3
 (P_ROUTER_DELAY, P_CHAN_LAT, P_TERM_LAT, P_CREDIT_LAT, P_SIZE, P_DEPTH, P_INJ_CAP, P_OQ_FLITS,
  P_SPEEDUP, P_MODE, P_RULE, P_THRESHOLD, P_GREAD, P_DEADLOCK, P_SQ_CAP, P_NGROUPS,
  P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_FC, P_SDN_SLOTS, P_REROUTE, P_CR,
- P_SPEEDUP_DEN, P_NPRM) = range(27)
+ P_SPEEDUP_DEN, P_VCALLOC, P_NPRM) = range(28)
 
 # switch allocators
 ALLOC_RR, ALLOC_ISLIP = 0, 1
@@ -444,7 +444,10 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
         return False
     pk_phase[pk] = ph
     pk_vc[pk] = nvc
-    out, ovc = (R + pk_dhost[pk] - host_off[u], 0) if j == DELIVER else (j, v)
+    if j != DELIVER:
+        out, ovc = j, v
+    else:   # per-packet VC allocation (BookSim): a packet ejects on the VC it travels on
+        out, ovc = R + pk_dhost[pk] - host_off[u], v if prm[P_VCALLOC] else 0
     q_rt[q, 0] = out
     q_rt[q, 1] = ovc
     backlog[u * NP + out] += prm[P_SIZE]
@@ -528,7 +531,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                sq, sq_head, sq_cnt, inj_busy, sw_cnt, link_flits, lat_hist,
                q_rt, oq_fl, oq_vc, in_arr, in_sent, ovc_own, fe_time, fe_idx,
                ie_time, ie_idx, inj_pk, inj_fl, inj_cred, sdn_share, sdn_key, link_wait,
-               crt_d, pk_sent, hp_time, hp_idx, hp_amt, hp_rt):
+               crt_d, pk_sent, hp_time, hp_idx, hp_amt, hp_rt, va_t, va_rr):
     """Run cycles ``t .. t_end - 1`` (or, with ``drain``, until every labelled packet has
     left).  Returns ``(status, t)``; the state arrays are updated in place.
 
@@ -548,7 +551,14 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     crossbar: Kim's Fig. 17 stamps a flit when the credit count is decremented, so a round
     trip includes the wait in the output queue, which is where a congested global channel
     holds its packets); every credit goes through the heap ``hp_*`` (due time, counter,
-    amount, the round trip it completes)."""
+    amount, the round trip it completes).
+
+    Per-packet VC allocation (``prm[P_VCALLOC]``, BookSim's ``iq`` router, VCT): a ready
+    head first acquires its output VC (network or ejection) in a VC-allocation step of its
+    own cycle (``va_t[q]``, the cycle; round-robin per output VC, ``va_rr``), holds it
+    (``ovc_own``) until it has crossed the crossbar, and may request the switch from the next
+    cycle on; a released VC is allocated again from the next cycle.  Hosts inject into
+    ``V`` VCs, a random one with room per packet."""
     (T, cls_t0, cls_t1, cls_target0, cls_exit, cls_vcbase, onpath_t, group, adj, exit_port,
      vc_inc, num_vcs) = pk_args
     N, R = adj.shape
@@ -569,6 +579,10 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
     crlat = prm[P_CREDIT_LAT]
     ms, me = prm[P_MEAS_START], prm[P_MEAS_END]
     wh = prm[P_FC] == FC_WORMHOLE
+    vca = prm[P_VCALLOC] != 0
+    va_q = np.full(NP * V, -1, np.int64)     # VC allocation: the winning input VC so far,
+    va_d = np.empty(NP * V, np.int64)        # its distance from the pointer, per output VC
+    va_list = np.empty(NP * V, np.int64)
     occ = 1 if wh else size    # flits one crossbar or channel move carries
     sq_cap = sq.shape[1]
     CE = ce_time.shape[0]
@@ -635,6 +649,13 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                 start = inj_pk[h] < 0 and inj_cred[h] > 0 and in_cnt[q] < icap
             else:
                 start = inj_busy[h] <= t and in_cnt[q] < inj_cap
+                if vca and sq_cnt[h] > 0 and inj_busy[h] <= t:  # a random VC with room
+                    v0 = np.random.randint(V)
+                    for k in range(V):
+                        if in_cnt[q + (v0 + k) % V] < inj_cap:
+                            q += (v0 + k) % V
+                            start = True
+                            break
             if sq_cnt[h] > 0 and start:
                 top = st[S_FREE_TOP]
                 if top == 0:
@@ -695,6 +716,34 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                 continue
             st[S_ROUTER_CYCLES] += 1
             nh = host_off[u + 1] - host_off[u]
+            if vca:     # VC allocation: every free output VC takes the ready head that
+                # requests it nearest after its round-robin pointer (a head requests one VC)
+                n_va = 0
+                for i in range(NP):
+                    if (adj[u, i] < 0) if i < R else (i - R >= nh):
+                        continue
+                    for v in range(V):
+                        q = (u * NP + i) * V + v
+                        if in_cnt[q] == 0 or va_t[q] >= 0 or pk_ready[in_q[q, in_head[q]]] > t:
+                            continue
+                        x = q_rt[q, 0] * V + q_rt[q, 1]
+                        if ovc_own[u * NP * V + x] >= 0:
+                            continue
+                        dd = (i * V + v - va_rr[u * NP * V + x]) % (NP * V)
+                        if va_q[x] < 0:
+                            va_list[n_va] = x
+                            n_va += 1
+                        elif dd >= va_d[x]:
+                            continue
+                        va_q[x] = q
+                        va_d[x] = dd
+                for k in range(n_va):
+                    x = va_list[k]
+                    q = va_q[x]
+                    ovc_own[u * NP * V + x] = in_q[q, in_head[q]]
+                    va_t[q] = t
+                    va_rr[u * NP * V + x] = (q - u * NP * V + 1) % (NP * V)
+                    va_q[x] = -1
             s0 = (t * S) // Sd          # crossbar slots are numbered on across cycles
             for it in range(((t + 1) * S) // Sd - s0):
                 slot = s0 + it
@@ -711,7 +760,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     else:
                         if i - R >= nh:
                             continue
-                        nv = 1
+                        nv = V if vca else 1
                     pi = u * NP + i
                     if in_busy[pi] > slot:
                         continue
@@ -723,7 +772,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         if wh:   # a flit of the head entry is here and not yet switched
                             if in_arr[q, in_head[q]] <= in_sent[q]:
                                 continue
-                        elif pk_ready[in_q[q, in_head[q]]] > t:
+                        elif pk_ready[in_q[q, in_head[q]]] > t or vca and not 0 <= va_t[q] < t:
                             continue
                         o = q_rt[q, 0]
                         oi = u * NP + o
@@ -815,7 +864,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     q = pi * V + v
                     pk = in_q[q, in_head[q]]
                     ovc = q_rt[q, 1]
-                    in_rr[pi] = (v + 1) % (V if i < R else 1)
+                    in_rr[pi] = (v + 1) % (V if i < R or vca else 1)
                     in_busy[pi] = slot + occ
                     oi = u * NP + o
                     if not islip:
@@ -855,6 +904,9 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                     elif wh:
                         inj_cred[host_off[u] + i - R] += 1
                     pk_sent[pk] = t
+                    if vca:     # the packet has crossed: its output VC is free next cycle
+                        ovc_own[oi * V + ovc] = -1
+                        va_t[q] = -1
                     st[S_LAST_MOVE] = t
                     if wh:   # the output VC is the packet's from its head to its tail flit
                         in_sent[q] += 1

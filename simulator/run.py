@@ -113,6 +113,8 @@ class _State:
         hp = N * R * V * (cfg.buffer_depth // size) + 16 if cfg.ugal_cr else 1
         self.crt_d = np.zeros(N * R if cfg.ugal_cr else 1, np.int64)
         self.pk_sent = np.zeros(pool, np.int64)
+        self.va_t = np.full(n_in if cfg.vc_allocation == "per-packet" else 1, -1, np.int64)
+        self.va_rr = np.zeros(n_in if cfg.vc_allocation == "per-packet" else 1, np.int64)
         self.hp_time = np.zeros(hp, np.int64)
         self.hp_idx = np.zeros(hp, np.int64)
         self.hp_amt = np.zeros(hp, np.int64)
@@ -141,7 +143,7 @@ class _State:
             s.lat_hist, s.q_rt, s.oq_fl, s.oq_vc, s.in_arr, s.in_sent, s.ovc_own,
             s.fe_time, s.fe_idx, s.ie_time, s.ie_idx, s.inj_pk, s.inj_fl, s.inj_cred,
             s.sdn_share, s.sdn_key, s.link_wait, s.crt_d, s.pk_sent, s.hp_time, s.hp_idx,
-            s.hp_amt, s.hp_rt)
+            s.hp_amt, s.hp_rt, s.va_t, s.va_rr)
 
 
 def _params(ts, cfg: SimConfig) -> np.ndarray:
@@ -178,6 +180,7 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
     rr = ts.params.get("reroute")
     prm[E.P_REROUTE] = [c.name for c in ts.classes].index(rr) if rr else -1
     prm[E.P_CR] = int(cfg.ugal_cr)
+    prm[E.P_VCALLOC] = int(cfg.vc_allocation == "per-packet")
     prm[E.P_MEAS_START] = 1 << 60
     prm[E.P_MEAS_END] = 1 << 60
     return prm

@@ -111,6 +111,22 @@ def point_inputs(spec: str, routing: str, traffic: str, load: float, seed: int,
 
 
 def point_key(inputs: dict) -> str:
+    """SHA-256 of ``inputs`` without the code digest, with only the config keys that differ
+    from :class:`~simulator.config.SimConfig`'s defaults: a new key whose default keeps the
+    old behaviour (a mechanism off by default) leaves every stored point's key as it was."""
+    from simulator.config import SimConfig
+
+    default = SimConfig().to_dict()
+    cfg = inputs.get("config")
+    if isinstance(cfg, dict):
+        cfg = {k: v for k, v in cfg.items() if k not in default or default[k] != v}
+    return hashlib.sha256(canonical({**{k: v for k, v in inputs.items() if k != "code"},
+                                     "config": cfg})).hexdigest()
+
+
+def _full_config_key(inputs: dict) -> str:
+    """The key of records written before :func:`point_key` dropped default config values
+    (2026-11-26): the whole config.  Read, never written."""
     return hashlib.sha256(canonical({k: v for k, v in inputs.items() if k != "code"})
                           ).hexdigest()
 
@@ -132,10 +148,11 @@ def _valid(line: bytes):
             and isinstance(r.get("inputs"), dict) and isinstance(r.get("result"), dict)):
         return None
     try:
-        ok = r.get("key") == point_key(r["inputs"])
+        key = point_key(r["inputs"])
+        ok = r.get("key") in (key, _full_config_key(r["inputs"]))
     except (TypeError, ValueError):
         return None
-    return r if ok else None
+    return {**r, "key": key} if ok else None
 
 
 class Store:

@@ -301,3 +301,28 @@ def test_a_worker_refuses_tables_that_differ(tmp_path):
         cluster.run_task({**inp, "tables": "0" * 64})
     with pytest.raises(RuntimeError, match="simulator sources"):
         cluster.run_task({**inp, "code": "0" * 64})
+
+
+def test_a_new_config_key_at_its_default_keeps_stored_points(tmp_path):
+    """A config key added later with a default that keeps the old behaviour (as
+    vc_allocation, model, ugal_cr were) must not make a figure's stored points stale; and a
+    record written with the whole config as its key (before defaults were dropped) is read."""
+    cfg = SimConfig(**CFG).to_dict()
+    base = dict(spec=DF, routing="min", traffic="uniform", load=0.3, seed=1, vcs=None,
+                config=cfg, tables="t", code="c")
+    old = {k: v for k, v in cfg.items() if k not in ("vc_allocation", "model", "ugal_cr")}
+    assert point_key(point_inputs(**base)) == point_key(point_inputs(**{**base, "config": old}))
+    assert point_key(point_inputs(**base)) != point_key(
+        point_inputs(**{**base, "config": {**cfg, "vc_allocation": "per-packet"}}))
+    import hashlib
+
+    from simulator.store import canonical
+
+    inp = point_inputs(**{**base, "config": old})
+    rec = record(inp, {"x": 1}, "w", 1, 0.1)
+    rec["key"] = hashlib.sha256(canonical({k: v for k, v in inp.items() if k != "code"})
+                                ).hexdigest()
+    path = tmp_path / "s.points.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    want = point_key(point_inputs(**base))
+    assert Store(path).read({want})[want]["result"] == {"x": 1}
