@@ -455,6 +455,22 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
 
 
 @njit(cache=True, inline="always")
+def _rr_offer(best, dist, touched, n, x, cand, d):
+    """Round-robin arbitration by offers (iSLIP's grants, VC allocation): candidate ``cand``
+    at distance ``d`` after ``x``'s pointer becomes ``best[x]`` when it is nearer than the
+    best so far (``best[x] < 0``: none yet; ``x`` is then listed in ``touched``).  Returns
+    the number listed."""
+    if best[x] < 0:
+        touched[n] = x
+        n += 1
+    elif d >= dist[x]:
+        return n
+    best[x] = cand
+    dist[x] = d
+    return n
+
+
+@njit(cache=True, inline="always")
 def _hp_push(hp_time, hp_idx, hp_amt, hp_rt, n, when, idx, amt, rt):
     """Push a credit due at ``when`` onto the binary min-heap of ``n`` entries (UGAL-L_CR's
     delayed credits); returns the new size, or -1 when the heap is full."""
@@ -729,14 +745,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         x = q_rt[q, 0] * V + q_rt[q, 1]
                         if ovc_own[u * NP * V + x] >= 0:
                             continue
-                        dd = (i * V + v - va_rr[u * NP * V + x]) % (NP * V)
-                        if va_q[x] < 0:
-                            va_list[n_va] = x
-                            n_va += 1
-                        elif dd >= va_d[x]:
-                            continue
-                        va_q[x] = q
-                        va_d[x] = dd
+                        n_va = _rr_offer(va_q, va_d, va_list, n_va, x, q,
+                                         (i * V + v - va_rr[u * NP * V + x]) % (NP * V))
                 for k in range(n_va):
                     x = va_list[k]
                     q = va_q[x]
@@ -812,14 +822,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                                 o = req_list[i, k]
                                 if best_i[o] >= 0:
                                     continue
-                                dd = (i - out_rr[u * NP + o]) % NP
-                                if grant[o] < 0:
-                                    act[n_act] = o
-                                    n_act += 1
-                                elif dd >= best_d[o]:
-                                    continue
-                                grant[o] = i
-                                best_d[o] = dd
+                                n_act = _rr_offer(grant, best_d, act, n_act, o, i,
+                                                  (i - out_rr[u * NP + o]) % NP)
                         progress = False
                         for i in range(NP):
                             if req_n[i] == 0 or req_v[i] >= 0:
