@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from simulator.heap import hp_pop, hp_push
 from tablegen.routing import ugal as _ugal
 
 # compiled copies of tablegen.routing.ugal's decision rules (the same Python functions, compiled)
@@ -471,45 +472,6 @@ def _rr_offer(best, dist, touched, n, x, cand, d):
 
 
 @njit(cache=True, inline="always")
-def _hp_push(hp_time, hp_idx, hp_amt, hp_rt, n, when, idx, amt, rt):
-    """Push a credit due at ``when`` onto the binary min-heap of ``n`` entries (UGAL-L_CR's
-    delayed credits); returns the new size, or -1 when the heap is full."""
-    if n == hp_time.shape[0]:
-        return -1
-    k = n
-    while k > 0:
-        par = (k - 1) >> 1
-        if hp_time[par] <= when:
-            break
-        hp_time[k], hp_idx[k], hp_amt[k], hp_rt[k] = hp_time[par], hp_idx[par], hp_amt[par], \
-            hp_rt[par]
-        k = par
-    hp_time[k], hp_idx[k], hp_amt[k], hp_rt[k] = when, idx, amt, rt
-    return n + 1
-
-
-@njit(cache=True, inline="always")
-def _hp_pop(hp_time, hp_idx, hp_amt, hp_rt, n):
-    """Remove the earliest entry of the heap (the caller read it at index 0); returns the new
-    size."""
-    n -= 1
-    when, idx, amt, rt = hp_time[n], hp_idx[n], hp_amt[n], hp_rt[n]
-    k = 0
-    while True:
-        c = 2 * k + 1
-        if c >= n:
-            break
-        if c + 1 < n and hp_time[c + 1] < hp_time[c]:
-            c += 1
-        if hp_time[c] >= when:
-            break
-        hp_time[k], hp_idx[k], hp_amt[k], hp_rt[k] = hp_time[c], hp_idx[c], hp_amt[c], hp_rt[c]
-        k = c
-    hp_time[k], hp_idx[k], hp_amt[k], hp_rt[k] = when, idx, amt, rt
-    return n
-
-
-@njit(cache=True, inline="always")
 def _flits_due(t, st, head, tail, ring_time, ring_idx, in_arr):
     """Wormhole: count the flits of a ring (in time order) that have reached their input
     buffer by cycle ``t`` into ``in_arr``."""
@@ -640,7 +602,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
             while n_hp > 0 and hp_time[0] <= t:
                 credits[hp_idx[0]] += hp_amt[0]
                 crt_d[hp_idx[0] // V] = max(hp_rt[0] - crt0, 0)
-                n_hp = _hp_pop(hp_time, hp_idx, hp_amt, hp_rt, n_hp)
+                n_hp = hp_pop(hp_time, hp_idx, hp_amt, hp_rt, n_hp)
             st[S_HP_N] = n_hp
         if wh:
             _flits_due(t, st, S_FE_HEAD, S_FE_TAIL, fe_time, fe_idx, in_arr)
@@ -892,7 +854,7 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                                     lo_d = crt_d[u * R + o2]
                             delay = crt_d[u * R + o] - lo_d
                         due = t + crlat + delay
-                        st[S_HP_N] = _hp_push(hp_time, hp_idx, hp_amt, hp_rt, st[S_HP_N], due,
+                        st[S_HP_N] = hp_push(hp_time, hp_idx, hp_amt, hp_rt, st[S_HP_N], due,
                                               (adj[u, i] * R + peer[u, i]) * V + v, occ,
                                               due - pk_sent[pk])
                         if st[S_HP_N] < 0:

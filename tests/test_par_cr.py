@@ -10,6 +10,7 @@ import pytest
 
 from simulator import engine as E
 from simulator.config import SimConfig
+from simulator.heap import hp_pop, hp_push
 from simulator.run import _params, _State, simulate, tables_for
 from simulator.traffic import pattern
 from tablegen import verify as V
@@ -122,15 +123,15 @@ def test_credit_heap_orders_by_due_time():
     n = 0
     times = rng.integers(0, 50, 150)
     for k, w in enumerate(times):
-        n = E._hp_push(ht, hi, ha, hr, n, int(w), k, 1, int(w) * 2)
+        n = hp_push(ht, hi, ha, hr, n, int(w), k, 1, int(w) * 2)
     out = []
     while n:
         out.append((int(ht[0]), int(hr[0])))
-        n = E._hp_pop(ht, hi, ha, hr, n)
+        n = hp_pop(ht, hi, ha, hr, n)
     assert [w for w, _ in out] == sorted(times.tolist())
     assert all(r == 2 * w for w, r in out)
     full = np.zeros(1, np.int64)
-    assert E._hp_push(full, full.copy(), full.copy(), full.copy(), 1, 0, 0, 1, 0) == -1
+    assert hp_push(full, full.copy(), full.copy(), full.copy(), 1, 0, 0, 1, 0) == -1
 
 
 def test_ugal_l_cr_delays_credits_and_loses_none():
