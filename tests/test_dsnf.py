@@ -339,13 +339,10 @@ def test_vc_inc_ports():
     assert dsnf_tables(build_dsnf(32)).vc_inc[:, :2].sum() == 0  # p = 3: no local datelines
 
 
-def test_tables_4096_fast():
-    import time
-
-    t0 = time.perf_counter()
+def test_tables_4096():
+    """The largest supported size builds (its time: benchmarks/bench_tablegen.py dsnf4096)."""
     t = build_dsnf(4096)
     tb = dsnf_tables(t)
-    assert time.perf_counter() - t0 < 3.0
     assert tb.pre.shape == (4096, 4096)
 
 

@@ -282,7 +282,9 @@ class TestDragonfly:
                                         wrong[:3])
         times = sorted(sent.values())
         assert times[0] < t_stop and times[-1] > t_verified
-        assert max(b - a for a, b in zip(times, times[1:])) < 0.5, "no pause in the traffic"
+        # coverage, not speed: no pause long enough to hide a loss window of the restart
+        assert max(b - a for a, b in zip(times, times[1:])) < (t_verified - t_stop) / 4, \
+            "no long pause in the traffic"
         both = [(sent[q], arrived[q]) for q in sent]
         assert sum(t_stop < a and b < t_new for a, b in both) >= 100, \
             "sent and delivered while no controller ran"
