@@ -869,7 +869,8 @@ def run_cycles(t, t_end, drain, prate, prm, st, pk_args, cls_nonmin, cls_inter, 
                         st[S_CE_TAIL] = tail + 1
                     elif wh:
                         inj_cred[host_off[u] + i - R] += 1
-                    pk_sent[pk] = t
+                    if cr:
+                        pk_sent[pk] = t
                     if vca:     # the packet has crossed: its output VC is free next cycle
                         ovc_own[oi * V + ovc] = -1
                         va_t[q] = -1
