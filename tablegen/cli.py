@@ -327,6 +327,9 @@ def _ib_report(ts, lmc: int, seed: int) -> dict:
         return {"ok": False, "expressible": False, "lmc": lmc, "errors": [str(e)]}
 
 
+_SCHEME = {"path": ", one VL per path", "turn": ", per-hop VLs"}
+
+
 def _print_ib(ib: dict) -> None:
     if "layers" not in ib:
         state = "FAILED" if ib.get("expressible", True) else "not expressible"
@@ -334,7 +337,8 @@ def _print_ib(ib: dict) -> None:
         return
     print(f"  InfiniBand (LMC {ib['lmc']}): {'OK' if ib['ok'] else 'FAILED'}; "
           f"{ib['sls_used']} SLs, {ib['vls_used']} VLs (max VL {ib['vl_max']}) of "
-          f"{ib['data_vls']} data VLs; CDG {ib['cdg']['dependencies']} dependencies")
+          f"{ib['data_vls']} data VLs{_SCHEME.get(ib.get('vl_scheme'), '')}; "
+          f"CDG {ib['cdg']['dependencies']} dependencies")
     files = ib.get("source") == "files"
     if files:
         lft = ib["tables"]
@@ -557,7 +561,8 @@ def cmd_ib_export(args) -> int:
     layers, irep = ib
     summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": args.lmc,
                "files": sorted(Path(f).name for f in files),
-               **{k: irep[k] for k in ("sls_used", "vls_used", "vl_max", "data_vls")},
+               **{k: irep[k] for k in ("sls_used", "vls_used", "vl_max", "data_vls",
+                                       "vl_scheme")},
                "layers": [{k: lay[k] for k in ("offset", "kind", "max_hops", "hist")}
                           for lay in irep["layers"]]}
     print(json.dumps(summary))

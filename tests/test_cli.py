@@ -248,17 +248,17 @@ def test_every_exported_table_set_passes_verify(capsys, tmp_path, spec, routing)
 
 
 def test_a_table_set_infiniband_cannot_express_still_verifies(capsys, tmp_path):
-    """DSN-F n = 384 needs more SLs than IB has: `tables` skips the IB files, and `verify`
+    """DSN-F n = 1024 needs more VLs than IB has: `tables` skips the IB files, and `verify`
     proves the table set and reports IB as not expressible, exit 0."""
     out = tmp_path / "d"
-    code, stdout, err = run(capsys, "tables", "dsnf:n=384", "--routing", "dsnf", "--out",
+    code, stdout, err = run(capsys, "tables", "dsnf:n=1024", "--routing", "dsnf", "--out",
                             str(out))
     assert code == 0 and "ib" in json.loads(stdout)["skipped"], err
     assert not (out / "ib").exists()
     code, stdout, err = run(capsys, "verify", str(out), "--json")
     rep = json.loads(stdout)
     assert code == 0 and rep["ok"], err
-    assert rep["ib"]["expressible"] is False and "more than 7 SLs" in rep["ib"]["errors"][0]
+    assert rep["ib"]["expressible"] is False and "more than 8 VLs" in rep["ib"]["errors"][0]
     code, stdout, _ = run(capsys, "verify", str(out))
     assert code == 0 and "InfiniBand (LMC 0): not expressible; " in stdout
 

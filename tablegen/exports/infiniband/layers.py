@@ -47,6 +47,11 @@ class IbLayers:
         target: ``int32[L, N]`` the Valiant target of layer ``k`` toward ``d`` (a switch or a
             group); ``-1`` for minimal and DSN-F layers.
         sl: ``uint8[L, N, N]`` SL of the path from ``u`` to ``d`` in layer ``k``.
+        sl2vl: ``uint8[N, R + 1, R + 1, 16]`` VL per (switch, in slot, out slot, SL) — slot 0
+            a host or the management port, ``1 + j`` network port ``j`` — once SLs are
+            assigned (:func:`tablegen.exports.infiniband.sls.assign_vls`).
+        scheme: how ``sl2vl`` was made: ``path`` (VL ``1 + SL`` after the first hop) or
+            ``turn`` (per-hop labels, :mod:`tablegen.exports.infiniband.turns`).
         hops: ``int16[L, N, N]`` its length in switch hops.
         shortcuts: (layer, switch, destination) entries where a packet of the routing's own
             path would be in phase 0 but the tree sends it on the phase-1 table (the trunk):
@@ -63,6 +68,8 @@ class IbLayers:
     hops: np.ndarray
     shortcuts: int = 0
     info: dict = field(default_factory=dict)
+    sl2vl: np.ndarray | None = None
+    scheme: str = "path"
 
     @property
     def num_layers(self) -> int:

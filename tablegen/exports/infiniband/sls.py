@@ -1,13 +1,21 @@
 """Service levels and virtual lanes of InfiniBand layers, and their proof under IB semantics.
 
-VL 0 on every hop that enters a switch from a host (or from the switch's management port 0),
-VL ``1 + SL`` on every hop that enters from another switch.  SLs are assigned per (layer,
-source switch, destination switch), first fit, longest paths first: each path joins the lowest
-SL whose channel dependency graph stays acyclic with it (:func:`assign_sls`).
-:func:`verify_ib` proves the result from the arrays the exporter writes: every (layer, source,
-destination) path delivered and loop-free within its hop bound, and the channel dependency
-graph over ``(link, VL)`` acyclic, with the VL of every hop read from the SL2VL array
-``[switch, in slot, out slot, SL]``.  ``docs/ib-routing.md`` gives the reasoning and proofs.
+Two schemes, the one with fewer VLs wins (:func:`assign_vls`):
+
+* **path** (:func:`assign_sls`): VL 0 on every hop that enters a switch from a host (or from
+  the switch's management port 0), VL ``1 + SL`` on every hop that enters from another
+  switch.  SLs are assigned per (layer, source switch, destination switch), first fit,
+  longest paths first: each path joins the lowest SL whose channel dependency graph stays
+  acyclic with it.  At most 7 SLs (8 data VLs).
+* **turn** (:mod:`tablegen.exports.infiniband.turns`): the VL of a hop is chosen per
+  (switch, in port, out port, SL), so a path may change VL on its way and the 16 SLs share
+  the 8 VLs.
+
+:func:`verify_ib` proves the result from the arrays the exporter writes: every (layer,
+source, destination) path delivered and loop-free within its hop bound, and the channel
+dependency graph over ``(link, VL)`` acyclic, with the VL of every hop read from the SL2VL
+array ``[switch, in slot, out slot, SL]``.  ``docs/ib-routing.md`` gives the reasoning and
+proofs.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from tablegen.errors import NotExpressible
+from tablegen.exports.infiniband.dynorder import insert_dependency
 from tablegen.exports.infiniband.layers import IbLayers, build_layers, hop_counts
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS
 from tablegen.tables import TableSet
@@ -61,6 +70,42 @@ def assign_sls(layers: IbLayers, max_sls: int = IB_DATA_VLS - 1) -> IbLayers:
                       f"more than {max_sls} SLs needed (VL 0 + one VL per SL must fit "
                       f"{IB_DATA_VLS} data VLs); {hint}")
     layers.sl = sl.reshape(layers.nxt.shape)
+    layers.sl2vl = sl2vl_array(topo, layers.num_sls)
+    layers.scheme = "path"
+    return layers
+
+
+def assign_vls(layers: IbLayers, vls: int = IB_DATA_VLS) -> IbLayers:
+    """SLs and SL2VL with the fewest VLs (at most ``vls``) of the two schemes: one VL per
+    path (:func:`assign_sls`, ``1 + SLs`` VLs) and per-hop VLs
+    (:func:`tablegen.exports.infiniband.turns.assign_turn_vls`), tried with one VL fewer than
+    the best so far until it fails (with ``vls`` and restarts first when the path scheme
+    does not fit).
+    The path scheme wins ties: its SL2VL rows are all alike.  Raises
+    :class:`NotExpressible` when neither fits ``vls``.
+
+    Complexity: one path-scheme run and a few turn-scheme runs, each stopping at its first
+    path that fits no SL."""
+    from tablegen.exports.infiniband.turns import assign_turn_vls
+
+    topo = layers.ts.topo
+    try:
+        best = assign_sls(layers, max_sls=vls - 1).num_sls + 1
+    except NotExpressible:
+        best = vls + 1
+    if best > vls and assign_turn_vls(layers, vls):
+        best = vls
+    # fewer VLs: one run each (restarts only decide whether the fabric fits at all)
+    while best <= vls and best > 2 and assign_turn_vls(layers, best - 1, restarts=0):
+        best -= 1
+    if best > vls:
+        # fewer layers mean fewer dependencies; at LMC 0 there is one layer already
+        hint = ("lower the LMC" if layers.lmc else "LMC 0 cannot be lowered: this routing "
+                "does not fit InfiniBand's VLs on this fabric")
+        raise NotExpressible(f"{layers.ts.routing} on {topo.name()} with LMC {layers.lmc}: "
+                             f"more than {vls} VLs needed (one VL per path: more than "
+                             f"{vls - 1} SLs; per-hop VLs: no fit of {NUM_SLS} SLs in {vls} "
+                             f"VLs); {hint}")
     return layers
 
 
@@ -120,8 +165,8 @@ def _first_fit(nxt, hops, adj, peer, same, max_sls, sl):
                     if g[s, a, j >> 3] & (1 << (j & 7)):
                         continue
                     tick += 1
-                    if chans[i + 1] == a or not _insert(g[s], rank[s], out, into, a, j, seen,
-                                                        tick, work, fwd, back):
+                    if chans[i + 1] == a or not insert_dependency(g[s], rank[s], out, into, a, j, seen,
+                                                                 tick, work, fwd, back):
                         ok = False
                         break
                     added[na] = i
@@ -135,90 +180,6 @@ def _first_fit(nxt, hops, adj, peer, same, max_sls, sl):
             else:
                 return True
     return False
-
-
-@njit(cache=True)
-def _insert(gs, rank, out, into, a, j, seen, tick, work, fwd, back):
-    """Add the dependency of channel ``a`` on port ``j`` behind it (channel ``b``) to the
-    acyclic graph ``gs`` unless ``b`` reaches ``a`` (then return False).  Keeps ``rank``
-    topological as Pearce and Kelly (2006) do: only when ``rank[b] < rank[a]`` is anything
-    searched — forward from ``b`` and backward from ``a``, within the ranks between — and
-    the channels found take the ranks they held, the backward ones first, each set in its
-    old order."""
-    b = out[a] + j
-    lo, hi = rank[b], rank[a]
-    if lo < hi:
-        nf = _search(gs, rank, out, into, b, hi, True, seen, tick, work, fwd)
-        if nf < 0:
-            return False
-        nb = _search(gs, rank, out, into, a, lo, False, seen, tick, work, back)
-        C = rank.shape[0]
-        kf = np.empty(nf, dtype=np.int64)         # rank and channel in one sortable key
-        for i in range(nf):
-            kf[i] = np.int64(rank[fwd[i]]) * C + fwd[i]
-        kb = np.empty(nb, dtype=np.int64)
-        for i in range(nb):
-            kb[i] = np.int64(rank[back[i]]) * C + back[i]
-        kf.sort()
-        kb.sort()
-        # merge the two rank lists into the free slots; work and fwd hold the new ranks
-        i = f = 0
-        for t in range(nb + nf):
-            if f == nf or (i < nb and kb[i] < kf[f]):
-                slot = kb[i] // C
-                i += 1
-            else:
-                slot = kf[f] // C
-                f += 1
-            x = kb[t] % C if t < nb else kf[t - nb] % C
-            work[t] = x
-            fwd[t] = slot
-        for t in range(nb + nf):
-            rank[work[t]] = fwd[t]
-    gs[a, j >> 3] |= np.uint8(1 << (j & 7))
-    return True
-
-
-_BIT_INDEX = np.zeros(129, dtype=np.int64)     # bit number of a one-bit byte
-_BIT_INDEX[1 << np.arange(8)] = np.arange(8)
-
-
-@njit(cache=True)
-def _search(gs, rank, out, into, start, bound, forward, seen, tick, work, found):
-    """Channels reachable from ``start`` (forward: along dependencies, ranks below
-    ``bound``; backward: against them, ranks above ``bound``) into ``found``; returns their
-    number, or -1 when a forward search meets the channel ranked ``bound``."""
-    r = into.shape[1]
-    work[0], top, nfound = start, 1, 0
-    seen[start] = tick
-    while top:
-        top -= 1
-        x = work[top]
-        found[nfound] = x
-        nfound += 1
-        if forward:
-            for byte in range(gs.shape[1]):     # only the set bits: most bytes are 0
-                bits = np.int64(gs[x, byte])
-                while bits:
-                    low = bits & -bits
-                    bits ^= low
-                    y = out[x] + byte * 8 + _BIT_INDEX[low]
-                    if rank[y] == bound:
-                        return -1
-                    if rank[y] < bound and seen[y] != tick:
-                        seen[y] = tick
-                        work[top] = y
-                        top += 1
-        else:
-            i = x % r
-            for j in range(r):              # the channels into x's switch, one per port
-                y = into[x // r, j]
-                if (y >= 0 and gs[y, i >> 3] & (1 << (i & 7)) and rank[y] > bound
-                        and seen[y] != tick):
-                    seen[y] = tick
-                    work[top] = y
-                    top += 1
-    return nfound
 
 
 def _cycle(g: csr_matrix, label: np.ndarray, comp: int) -> list[tuple[int, int]]:
@@ -251,8 +212,8 @@ def sl2vl_array(topo, num_sls: int) -> np.ndarray:
 def ib_routing(ts: TableSet, lmc: int = 0, seed: int = 1) -> tuple[IbLayers, dict]:
     """Layers, SLs and their :func:`verify_ib` report; raises :class:`NotExpressible` when the
     routing does not fit (too many SLs)."""
-    layers = assign_sls(build_layers(ts, lmc, seed))
-    return layers, verify_ib(layers, sl2vl_array(ts.topo, layers.num_sls))
+    layers = assign_vls(build_layers(ts, lmc, seed))
+    return layers, verify_ib(layers, layers.sl2vl)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,7 +263,8 @@ def verify_ib(layers: IbLayers, sl2vl: np.ndarray, max_cycle_print: int = 32) ->
     n, r = topo.adj.shape
     errors: list[str] = []
     rep: dict = {"ok": True, "routing": ts.routing, "topology": topo.name(), "lmc": layers.lmc,
-                 "errors": errors, "data_vls": IB_DATA_VLS, "shortcuts": layers.shortcuts}
+                 "errors": errors, "data_vls": IB_DATA_VLS, "shortcuts": layers.shortcuts,
+                 "vl_scheme": layers.scheme}
     adj = topo.adj.astype(np.int64)
     hops, err = hop_counts(layers.nxt, adj)
     if err:

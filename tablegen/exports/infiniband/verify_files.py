@@ -251,7 +251,7 @@ def verify_ib_files(f, ts: TableSet, max_cycle_print: int = 32,
     errors: list[str] = []
     rep: dict = {"ok": False, "source": "files", "dir": str(f.dir), "routing": ts.routing,
                  "topology": ts.topo.name(), "lmc": f.lmc, "seed": seed, "errors": errors,
-                 "data_vls": IB_DATA_VLS}
+                 "data_vls": IB_DATA_VLS, "vl_scheme": f.guids.get("ib", {}).get("vl_scheme")}
     try:
         layers = build_layers(ts, f.lmc, seed)
     except NotExpressible as e:

@@ -196,7 +196,7 @@ def _guids_doc(ts: TableSet, plan: LidPlan, names, layers, rep: dict, missing) -
         "lft_class": layers.kinds[0], "not_in_lfts": missing,
         "ibsim_limits": _ibsim_limits(topo, plan),
         "ib": dict({k: rep[k] for k in ("layers", "sls_used", "vls_used", "vl_max",
-                                        "data_vls", "shortcuts", "cdg")},
+                                        "data_vls", "shortcuts", "cdg", "vl_scheme")},
                    seed=layers.info["seed"]),
         "switches": switches, "hosts": hosts,
     }
@@ -278,22 +278,18 @@ def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: b
 
 
 def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
-    from tablegen.exports.infiniband.sls import sl2vl_array
-
     topo = ts.topo
     n, r = topo.adj.shape
     sw_hex, sw_name, _, hp_hex, h_name = names
     m = macros("sl2vl.dump.j2")
-    vl = sl2vl_array(topo, layers.num_sls)
+    vl = layers.sl2vl
     vecs, vid = _unique_rows(vl.reshape(-1, vl.shape[-1]))
     vid = vid.reshape(vl.shape[:-1])
     V = len(vecs)
     P = int((topo.hosts.astype(np.int64) + r).max(initial=0))
-    # every distinct row text once: index ((in * (P + 1) + out) * V + vector id)
-    rowtab = np.array([str(m.row(i, o, vec)) for i in range(P + 1) for o in range(P + 1)
-                       for vec in vecs.tolist()], dtype=object)
-    yield str(m.preamble(ts.routing, topo.name(), layers.num_sls))
-    foot = str(m.node_footer())
+    # rows as (in * (P + 1) + out) * V + vector id; each distinct row text rendered once
+    # (the path scheme has a handful of vectors, the turn scheme up to one per row)
+    keys = []
     for s in range(n):
         hs = int(topo.hosts[s])
         # slot of every port number: management port 0 and host ports -> 0, net j -> 1 + j
@@ -301,7 +297,17 @@ def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
         outs = np.concatenate([np.arange(1, hs + 1), hs + 1 + np.flatnonzero(topo.adj[s] >= 0)])
         ins = np.arange(hs + r + 1)
         v = vid[s][slot[ins][:, None], slot[outs][None, :]]
-        idx = ((ins[:, None] * (P + 1) + outs[None, :]) * V + v).T.ravel()
+        keys.append(((ins[:, None] * (P + 1) + outs[None, :]) * V + v).T.ravel())
+    uniq, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    vec_list = vecs.tolist()
+    rowtab = np.array([str(m.row(int(k // V // (P + 1)), int(k // V % (P + 1)),
+                                 vec_list[k % V])) for k in uniq.tolist()], dtype=object)
+    yield str(m.preamble(ts.routing, topo.name(), layers.num_sls, layers.scheme))
+    foot = str(m.node_footer())
+    at = 0
+    for s in range(n):
+        idx = inv[at:at + len(keys[s])]
+        at += len(keys[s])
         yield str(m.node_header("Switch", sw_hex[s], int(plan.switch_lid[s]), sw_name[s]))
         yield "".join(rowtab[idx].tolist())
         yield foot
