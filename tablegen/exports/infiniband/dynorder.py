@@ -100,3 +100,25 @@ def search(gs, rank, out, into, start, bound, forward, seen, tick, work, found):
                     work[top] = y
                     top += 1
     return nfound
+
+
+@njit(cache=True)
+def channel_graph(adj, peer, W):
+    """The layout of a dependency graph over the ``W`` lanes of every channel: node
+    ``(u * R + j) * W + w`` is lane ``w`` of the channel leaving switch ``u`` on network port
+    ``j``; its edges are bits ``j' * W + w'`` over the nodes of the switch behind it.  Returns
+    ``out`` and ``into`` (module docstring) and the buffers ``seen``, ``work``, ``fwd``,
+    ``back`` that :func:`insert_dependency` searches with."""
+    n, R = adj.shape
+    RW = R * W
+    C = n * RW
+    out = np.full(C, -1, dtype=np.int32)
+    into = np.full((n, RW), -1, dtype=np.int32)
+    for u in range(n):
+        for j in range(R):
+            if adj[u, j] >= 0:
+                for w in range(W):
+                    out[(u * R + j) * W + w] = adj[u, j] * RW
+                    into[u, j * W + w] = (adj[u, j] * R + peer[u, j]) * W + w
+    return (out, into, np.zeros(C, dtype=np.int64), np.empty(C, dtype=np.int32),
+            np.empty(C, dtype=np.int32), np.empty(C, dtype=np.int32))

@@ -26,7 +26,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from tablegen.errors import NotExpressible
-from tablegen.exports.infiniband.dynorder import insert_dependency
+from tablegen.exports.infiniband.dynorder import channel_graph, insert_dependency
 from tablegen.exports.infiniband.layers import IbLayers, build_layers, hop_counts
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS
 from tablegen.tables import TableSet
@@ -129,20 +129,10 @@ def _first_fit(nxt, hops, adj, peer, same, max_sls, sl):
     rank = np.empty((max_sls, C), dtype=np.int32)
     for s in range(max_sls):
         rank[s] = np.arange(C)
-    out = np.full(C, -1, dtype=np.int32)       # first channel of the switch behind a channel
-    into = np.full((n, r), -1, dtype=np.int32)  # the channel entering switch u on port j
-    for u in range(n):
-        for j in range(r):
-            if adj[u, j] >= 0:
-                out[u * r + j] = adj[u, j] * r
-                into[u, j] = adj[u, j] * r + peer[u, j]
+    out, into, seen, work, fwd, back = channel_graph(adj, peer, 1)   # one lane per SL graph
     memo = np.full((L, n, n), -1, dtype=np.int8)
     chans = np.empty(n + 1, dtype=np.int64)
     added = np.empty(n + 1, dtype=np.int64)
-    seen = np.zeros(C, dtype=np.int64)
-    work = np.empty(C, dtype=np.int32)
-    fwd = np.empty(C, dtype=np.int32)
-    back = np.empty(C, dtype=np.int32)
     flat = hops.ravel()
     tick = 0
     for length in range(flat.max(), 2, -1):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tablegen.exports.infiniband.dynorder import insert_dependency
+from tablegen.exports.infiniband.dynorder import channel_graph, insert_dependency
 from tablegen.exports.infiniband.layers import IbLayers
 from tablegen.exports.infiniband.limits import NUM_SLS
 
@@ -106,23 +106,12 @@ def _turn_fit(nxt, flat, order, adj, peer, same, S, V, sl, lam):
     C = n * RW
     g = np.zeros((C, (RW + 7) // 8), dtype=np.uint8)
     rank = np.arange(C).astype(np.int32)
-    out = np.full(C, -1, dtype=np.int32)
-    into = np.full((n, RW), -1, dtype=np.int32)
-    for u in range(n):
-        for j in range(R):
-            if adj[u, j] >= 0:
-                for w in range(W):
-                    out[(u * R + j) * W + w] = adj[u, j] * RW
-                    into[u, j * W + w] = (adj[u, j] * R + peer[u, j]) * W + w
+    out, into, seen, work, fwd, back = channel_graph(adj, peer, W)
     memo = np.full((L, n, n), -1, dtype=np.int8)
     chans = np.empty(n + 1, dtype=np.int64)
     slots = np.empty(n + 1, dtype=np.int64)
     added = np.empty(n + 1, dtype=np.int64)
     labelled = np.empty(n + 1, dtype=np.int64)
-    seen = np.zeros(C, dtype=np.int64)
-    work = np.empty(C, dtype=np.int32)
-    fwd = np.empty(C, dtype=np.int32)
-    back = np.empty(C, dtype=np.int32)
     tick = 0
     for oi in range(order.shape[0]):
         p = order[oi]
