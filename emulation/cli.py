@@ -1,5 +1,6 @@
-"""``fabroute emulate`` (Mininet + Open vSwitch with the controller) and ``fabroute ib apply``
-(OpenSM on ibsim): the sub-commands that run a table set on an emulated fabric."""
+"""``fabroute emulate`` (Mininet + Open vSwitch with the controller), ``fabroute ib apply`` and
+``fabroute ib compare`` (OpenSM on ibsim): the sub-commands that run a table set on an
+emulated fabric."""
 
 from __future__ import annotations
 
@@ -74,6 +75,40 @@ def add_ib_parsers(ib) -> None:
 
     from emulation.ibsim.update import add_ib_update_parser   # ib update (live growth / failures)
     add_ib_update_parser(ib)
+    _add_ib_compare_parser(ib)
+
+
+def _add_ib_compare_parser(ib) -> None:
+    from emulation.ibsim.compare import EXPORTABLE
+    from emulation.ibsim.engines import DEFAULT_ENGINES, OPENSM_ENGINES
+    from tablegen.limits import lmc_option, seed_option
+
+    sp = ib.add_parser("compare", help="OpenSM's routing engines and fabroute's routings on the "
+                       "ibsim fabric of SPEC: each read back, verified under IB (deadlock "
+                       "freedom), its hops and throughput bounds measured")
+    sp.add_argument("spec")
+    sp.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help="OpenSM engines, "
+                    f"comma-separated, of {','.join(OPENSM_ENGINES)} (default "
+                    f"{','.join(DEFAULT_ENGINES)}; '' for none)")
+    sp.add_argument("--routings", help="fabroute routings run as engines fabroute-<routing>, "
+                    f"of {','.join(EXPORTABLE)} (default: min, the topology's own, and with "
+                    "--lmc >= 1 its Valiant variant; '' for none)")
+    sp.add_argument("--lmc", type=lmc_option, default=0, help="LMC of every engine (0..7)")
+    sp.add_argument("--seed", type=seed_option, default=1, help="seed of fabroute's Valiant "
+                    "layers")
+    sp.add_argument("--timeout", type=float, default=60.0, help="seconds from OpenSM's start "
+                    "to SUBNET UP per engine (default 60)")
+    sp.add_argument("--max-paths", type=int, default=200_000, help="PathRecords read per "
+                    "engine before sampling deterministically (0 = all; default 200000)")
+    sp.add_argument("--adversarial", metavar="TRAFFIC", help="traffic of bound_adversarial "
+                    "(default: adversarial on a Slim Fly, worst-case on a Dragonfly, shift)")
+    sp.add_argument("--opensm-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an opensm.conf option for every OpenSM engine (repeatable), e.g. "
+                         "lash_start_vl=7")
+    sp.add_argument("--out", help="write compare.json, compare.png and per engine the read-"
+                    "back table set here")
+    sp.add_argument("--json", action="store_true", help="print the JSON instead of a table")
+    sp.set_defaults(func=cmd_ib_compare)
 
 
 def cmd_emulate(args) -> int:
@@ -180,3 +215,67 @@ def cmd_ib_apply(args) -> int:
         return 1
     print(json.dumps(rep, indent=1))
     return 0 if rep["ok"] else 1
+
+
+def cmd_ib_compare(args) -> int:
+    """``fabroute ib compare``: the comparison's JSON or table on stdout; exit 1 when one of
+    fabroute's own routings did not load and read back exactly (OpenSM engines that fail or
+    fall back are results, not failures)."""
+    import re
+
+    from emulation.ibsim.compare import FABROUTE, compare
+
+    options = {}
+    for item in args.opensm_set:
+        k, eq, v = item.partition("=")
+        if not eq or not re.fullmatch(r"[a-z][a-z0-9_]*", k) or not re.fullmatch(r"\S+", v):
+            raise BadInput(f"ib compare: --opensm-set {item!r}; expected KEY=VALUE, an "
+                           "opensm.conf option name and a value without blanks")
+        options[k] = v
+    if not 0 < args.timeout <= 3600:
+        raise BadInput(f"ib compare: --timeout {args.timeout:g}; expected 0 < seconds <= 3600")
+    if args.max_paths < 0:
+        raise BadInput(f"ib compare: --max-paths {args.max_paths}; expected 0 (all) or more")
+    names = lambda v: [x for x in v.split(",") if x]   # noqa: E731
+    con = console()
+    doc = compare(args.spec, names(args.engines),
+                  None if args.routings is None else names(args.routings), lmc=args.lmc,
+                  seed=args.seed, timeout=args.timeout,
+                  out=Path(args.out) if args.out else None, max_paths=args.max_paths,
+                  options=options, adversarial=args.adversarial, log=con.log)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        _print_compare(doc, args)
+    ours = [r for r in doc["engines"] if r["engine"].startswith(FABROUTE)]
+    return 1 if any(r.get("error") or r.get("mismatches") for r in ours) else 0
+
+
+def _print_compare(doc: dict, args) -> None:
+    """The comparison as a table (hops: switch hops over every HCA pair and LID offset;
+    bounds: of the injection bandwidth); errors and cycles as numbered notes below it."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{args.spec}, LMC {args.lmc}" + (f" -> {args.out}" if args.out else ""))
+    for col in ("engine", "up", "fallback", "s", "SLs", "VLs", "dl-free", "max hops",
+                "avg hops", "bound unif.", "bound adv.", "note"):
+        t.add_column(col, justify="left" if col == "engine" else "right",
+                     no_wrap=col == "engine")
+
+    def f(v, fmt="{}"):
+        return "-" if v is None else fmt.format(v)
+    notes = []
+    for r in doc["engines"]:
+        note = r.get("error") or r.get("verify_error")
+        if note:
+            notes.append(f"[{len(notes) + 1}] {r['engine']}: {note}")
+        t.add_row(r["engine"], "yes" if r["subnet_up"] else "NO", f(r["fell_back_to"]),
+                  f(r["seconds"], "{:.2f}"), f(r["sls"]), f(r["vls"]),
+                  "yes" if r["deadlock_free"] else "NO", f(r["max_hops"]),
+                  f(r["avg_hops"], "{:.3f}"), f(r["bound_uniform"], "{:.3f}"),
+                  f(r["bound_adversarial"], "{:.3f}"), f"[{len(notes)}]" if note else "")
+    con = Console(width=max(Console().width, 120))
+    con.print(t)
+    for n in notes:
+        con.print(n, highlight=False, soft_wrap=True)

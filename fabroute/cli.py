@@ -41,8 +41,8 @@ def parser() -> argparse.ArgumentParser:
     ib = sub.add_parser("ib", help="InfiniBand: export LMC layers, SLs and SL2VL; load them into "
                         "OpenSM on ibsim and compare")
     ib_sub = ib.add_subparsers(dest="ib_command", required=True)
-    tablegen_cli.add_ib_parsers(ib_sub)     # ib export
-    emulation_cli.add_ib_parsers(ib_sub)    # ib apply
+    tablegen_cli.add_ib_parsers(ib_sub)     # ib export import
+    emulation_cli.add_ib_parsers(ib_sub)    # ib apply update compare
     simulator_cli.add_parsers(sub)      # simulate sweep
     return p
 

@@ -41,17 +41,30 @@ from numba import njit
 
 from simulator import engine as E
 from simulator.traffic import pattern
+from tablegen.routing.imported import IMPORTED
 
 
 def demand(topo, traffic: str, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``(D, eject)``: ``D[s, d]`` the flits per cycle from switch ``s`` to switch ``d`` when
     every host injects one flit per cycle under ``traffic`` (host pairs of one switch
     included on the diagonal), and ``eject[h]`` the flits per cycle destined to host ``h``."""
-    lo, hi = pattern(topo, traffic, seed)
     H, N = topo.n_hosts, topo.n_switches
     off = topo.host_offset.astype(np.int64)
     D = np.zeros((N, N))
     eject = np.zeros(H)
+    for s, dens in _host_demand(topo, traffic, seed):
+        eject += dens
+        cs = np.concatenate(([0.0], np.cumsum(dens)))
+        D[s] = cs[off[1:]] - cs[off[:-1]]
+    return D, eject
+
+
+def _host_demand(topo, traffic: str, seed: int):
+    """Per source switch ``s``: ``(s, dens)`` with ``dens[h]`` the flits per cycle its hosts
+    send to host ``h`` under ``traffic`` (every host injecting one flit per cycle)."""
+    lo, hi = pattern(topo, traffic, seed)
+    H, N = topo.n_hosts, topo.n_switches
+    off = topo.host_offset.astype(np.int64)
     for s in range(N):
         row = np.zeros(H + 1)
         for h in range(off[s], off[s + 1]):
@@ -63,10 +76,24 @@ def demand(topo, traffic: str, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
             if excl:
                 row[h] -= w
                 row[h + 1] += w
-        dens = np.cumsum(row)[:H]
+        yield s, np.cumsum(row)[:H]
+
+
+def demand_by_host_index(topo, traffic: str, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``(D, eject)`` with ``D[e, s, d]`` the flits per cycle from switch ``s`` to the ``e``-th
+    host of switch ``d`` (zero where ``d`` has fewer hosts): :func:`demand` split by the
+    destination host's index, what an imported set's per-host classes need.  Memory
+    ``O(E · N²)`` for ``E`` hosts per switch at most."""
+    H, N = topo.n_hosts, topo.n_switches
+    off = topo.host_offset.astype(np.int64)
+    E = int(topo.hosts.max(initial=0))
+    D = np.zeros((E, N, N))
+    eject = np.zeros(H)
+    for s, dens in _host_demand(topo, traffic, seed):
         eject += dens
-        cs = np.concatenate(([0.0], np.cumsum(dens)))
-        D[s] = cs[off[1:]] - cs[off[:-1]]
+        for e in range(E):
+            has = topo.hosts > e
+            D[e, s, has] = dens[off[:-1][has] + e]
     return D, eject
 
 
@@ -242,6 +269,8 @@ def throughput_bound(ts, traffic: str = "uniform", seed: int = 1,
     ``None``), and for a two-class (UGAL) set ``mix``: the best fixed minimal share ``f`` and
     its bound.  See the module docstring for the model and the complexity."""
     topo = ts.topo
+    if ts.routing == IMPORTED:
+        return _imported_bound(ts, traffic, seed)
     D, eject = demand(topo, traffic, seed)
     emax = float(eject.max()) if eject.size else 0.0
     pk = E.Packed(ts)
@@ -266,6 +295,30 @@ def throughput_bound(ts, traffic: str = "uniform", seed: int = 1,
                       "bound": min(1.0, 1 / v if v > 0 else float("inf"),
                                    1 / emax if emax > 0 else float("inf"))}
     return res
+
+
+def _imported_bound(ts, traffic: str, seed: int) -> dict:
+    """The bound of an imported set (:mod:`tablegen.routing.imported`): traffic to the
+    ``e``-th host of a switch takes the classes of host index ``e``, each LID offset an equal
+    share; the channel loads of all classes add up to one load, whose maximum bounds the
+    routing (a single class ``ib-import`` in the result).  ``O(E · 2^LMC)`` class walks of
+    ``O(N² · L)`` each."""
+    topo = ts.topo
+    D, eject = demand_by_host_index(topo, traffic, seed)
+    emax = float(eject.max()) if eject.size else 0.0
+    pk = E.Packed(ts)
+    k = 1 << int(ts.params["lmc"])
+    load = np.zeros(topo.adj.shape)
+    hops = 0.0
+    for c, cls in enumerate(ts.classes):
+        e = c // k
+        l, h = channel_load(ts, D[e] / k, c, pk)
+        load += l
+        hops += h
+    out = _summary(topo, load, emax, hops, float(D.sum()))
+    return {"topology": topo.name(), "routing": ts.routing, "traffic": traffic, "seed": seed,
+            "hosts": topo.n_hosts, "switches": topo.n_switches, "eject_max_load": emax,
+            "classes": {IMPORTED: out}, "bound": out["bound"]}
 
 
 def cmd_bound(args, topo=None) -> dict:

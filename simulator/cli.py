@@ -25,7 +25,8 @@ from tablegen.limits import (MAX_JOBS, MAX_POINTS, MAX_VCS, SEED_BOUND, jobs_opt
 
 def add_parsers(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="flit-level simulation of one load point (JSON)")
-    p.add_argument("spec", help="topology SPEC, e.g. dragonfly:p=2,a=4,h=2")
+    p.add_argument("spec", help="topology SPEC, e.g. dragonfly:p=2,a=4,h=2, or a proven "
+                   "table directory (fabroute tables / ib import: its tables; --routing unused)")
     p.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
     p.add_argument("--traffic", "-t", default="uniform")
     p.add_argument("--load", "-l", type=float, required=True)
@@ -91,15 +92,22 @@ def add_throughput_bound(analyze) -> None:
 
 def cmd_throughput_bound(args) -> int:
     """``fabroute analyze SPEC --throughput-bound``: 1 / max channel load of the routing's
-    tables under ``--traffic`` (:mod:`simulator.bound`)."""
-    from simulator.bound import cmd_bound
+    tables under ``--traffic`` (:mod:`simulator.bound`); SPEC may be a proven table directory
+    (e.g. ``fabroute ib import``'s), whose tables are bounded instead (``--routing`` unused)."""
+    from simulator.bound import cmd_bound, throughput_bound
     from tablegen.topologies.spec import build
 
-    topo = build(args.spec)
+    ts = _proven_dir(args.spec, "analyze --throughput-bound")
+    if ts is False:
+        return 1
+    topo = ts.topo if ts is not None else build(args.spec)
     try:
-        b = cmd_bound(args, topo)
+        b = (throughput_bound(ts, args.traffic, args.seed, args.cls) if ts is not None
+             else cmd_bound(args, topo))
     except ValueError as e:
         raise BadInput(f"analyze --throughput-bound: {e}") from None
+    if ts is not None:
+        args.routing = ts.routing
     if args.json:
         print(json.dumps(b, indent=1))
         return 0
@@ -110,6 +118,25 @@ def cmd_throughput_bound(args) -> int:
     if b.get("mix"):
         print(f"  best fixed split: bound {b['mix']['bound']:.4f}")
     return 0
+
+
+def _proven_dir(spec: str, cmd: str):
+    """The table set of ``spec`` when it names a table directory (``fabroute tables``, ``ib
+    export``, ``ib import``) that :func:`~tablegen.exports.files.prove_table_dir` proves;
+    ``None`` for a topology SPEC; ``False`` (exit 1, the reasons printed) for a directory
+    that does not prove: nothing unproven is run."""
+    from pathlib import Path
+
+    if not Path(spec).is_dir():
+        return None
+    from tablegen.exports.files import prove_table_dir
+
+    ts, rep, files = prove_table_dir(Path(spec))
+    if rep.ok and files["ok"]:
+        return ts
+    for e in rep.errors + (files["errors"] if files else []):
+        print(f"{cmd}: {spec}: {e}", file=sys.stderr)
+    return False
 
 
 def _config(path, sets) -> SimConfig:
@@ -142,7 +169,11 @@ def cmd_simulate(args) -> int:
         if not 0 < args.load <= 1:
             raise ValueError(f"--load {args.load}; expected 0 < load <= 1 (flits per cycle "
                              "per host)")
-        ts, over = tables_for(build(args.spec), args.routing, args.vcs)
+        ts = _proven_dir(args.spec, "simulate")     # a table directory: its own tables
+        if ts is False:
+            return 1
+        ts, over = (ts, {}) if ts is not None else tables_for(build(args.spec), args.routing,
+                                                               args.vcs)
     except (ValueError, KeyError, OSError) as e:
         raise BadInput(f"simulate: {e}") from None
     if over:

@@ -45,6 +45,7 @@ from numba import njit
 
 from simulator.heap import hp_pop, hp_push
 from tablegen.routing import ugal as _ugal
+from tablegen.routing.imported import IMPORTED
 
 # compiled copies of tablegen.routing.ugal's decision rules (the same Python functions, compiled)
 ugal_kim = njit(cache=True)(_ugal.ugal_kim)
@@ -58,8 +59,9 @@ INTER_NONE, INTER_SWITCH, INTER_3H, INTER_GROUP = 0, 1, 2, 3
 DELIVER, NO_ROUTE = -1, -2
 
 # routing modes and rules (MODE_SDN: the class drawn with the share a controller decided,
-# simulator/sdn.py)
-MODE_FIXED, MODE_UGAL_L, MODE_UGAL_G, MODE_SDN = 0, 1, 2, 3
+# simulator/sdn.py; MODE_DST_HOST: imported tables, the destination host's index and a uniform
+# LID offset pick the class, tablegen/routing/imported.py)
+MODE_FIXED, MODE_UGAL_L, MODE_UGAL_G, MODE_SDN, MODE_DST_HOST = 0, 1, 2, 3, 4
 RULE_KIM, RULE_YEBENES, RULE_VCH = 0, 1, 2
 GREAD_BACKLOG_HOPS, GREAD_BACKLOG, GREAD_CREDITS_HOPS = 0, 1, 2
 
@@ -70,7 +72,7 @@ ST_OK, ST_DEADLOCK, ST_NO_ROUTE, ST_POOL = 0, 1, 2, 3
 (P_ROUTER_DELAY, P_CHAN_LAT, P_TERM_LAT, P_CREDIT_LAT, P_SIZE, P_DEPTH, P_INJ_CAP, P_OQ_FLITS,
  P_SPEEDUP, P_MODE, P_RULE, P_THRESHOLD, P_GREAD, P_DEADLOCK, P_SQ_CAP, P_NGROUPS,
  P_MEAS_START, P_MEAS_END, P_DF_GLOBAL, P_ALLOC, P_ITERS, P_FC, P_SDN_SLOTS, P_REROUTE, P_CR,
- P_SPEEDUP_DEN, P_VCALLOC, P_NPRM) = range(28)
+ P_SPEEDUP_DEN, P_VCALLOC, P_LAYERS, P_NPRM) = range(29)
 
 # switch allocators
 ALLOC_RR, ALLOC_ISLIP = 0, 1
@@ -204,7 +206,9 @@ class Packed:
         self.cls_inter = np.array([{"none": INTER_NONE, "switch": INTER_SWITCH,
                                     "switch-3h": INTER_3H, "group": INTER_GROUP}[c.inter]
                                    for c in cl], dtype=np.int64)
-        self.cls_nonmin = np.array([c.name != "min" for c in cl], dtype=np.bool_)
+        # an imported set's classes are destinations, not minimal and non-minimal choices
+        self.cls_nonmin = np.array([c.name != "min" and ts.routing != IMPORTED for c in cl],
+                                   dtype=np.bool_)
         self.onpath_t = idx[cl[-1].table1]
         self.group = topo.group.astype(np.int64)
         self.adj = topo.adj.astype(np.int64)
@@ -389,7 +393,11 @@ def _route(u, pk, q, t, prm, pk_args, cls_nonmin, cls_inter, n_groups, bad3h, is
         mode = prm[P_MODE]
         c = 0
         inter = -1
-        if mode != MODE_FIXED and dst != u:
+        if mode == MODE_DST_HOST:
+            c = (pk_dhost[pk] - host_off[dst]) * prm[P_LAYERS]
+            if prm[P_LAYERS] > 1:       # LMC 0 draws nothing: the run's random stream stays
+                c += np.random.randint(prm[P_LAYERS])
+        elif mode != MODE_FIXED and dst != u:
             cn = 1
             inter = sample_inter(u, dst, cls_inter[cn], n, n_groups, group, adj,
                                  T[cls_t0[cn]], bad3h)

@@ -16,6 +16,7 @@ import numpy as np
 from simulator import engine as E
 from simulator.config import ROUTINGS, SimConfig
 from simulator.traffic import pattern
+from tablegen.routing.imported import IMPORTED
 
 
 def tables_for(topo, routing: str, vcs: int | None = None):
@@ -158,7 +159,11 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
     prm[E.P_INJ_CAP] = cfg.inj_buffer // cfg.packet_size
     prm[E.P_OQ_FLITS] = cfg.out_buffer
     prm[E.P_SPEEDUP], prm[E.P_SPEEDUP_DEN] = cfg.speedup_ratio
-    if len(ts.classes) == 1:
+    prm[E.P_LAYERS] = 1
+    if ts.routing == IMPORTED:
+        prm[E.P_MODE] = E.MODE_DST_HOST
+        prm[E.P_LAYERS] = 1 << int(ts.params["lmc"])
+    elif len(ts.classes) == 1:
         prm[E.P_MODE] = E.MODE_FIXED
     else:
         prm[E.P_MODE] = {"local": E.MODE_UGAL_L, "global": E.MODE_UGAL_G,
@@ -187,6 +192,8 @@ def _params(ts, cfg: SimConfig) -> np.ndarray:
 
 
 def routing_label(ts, cfg: SimConfig) -> str:
+    if ts.routing == IMPORTED:
+        return f"{IMPORTED}({ts.params.get('engine') or 'IB files'})"
     if len(ts.classes) == 1:
         return ts.classes[0].name
     if "reroute" in ts.params and cfg.ugal == "local":

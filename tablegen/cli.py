@@ -1,5 +1,5 @@
 """tablegen's sub-commands of ``fabroute``: ``topology``, ``tables``, ``verify``, ``path``,
-``analyze``, ``expand``, ``compare`` and ``ib export`` (:func:`add_parsers`,
+``analyze``, ``expand``, ``compare``, ``ib export`` and ``ib import`` (:func:`add_parsers`,
 :func:`add_ib_parsers`), and the steps other packages' commands share: a topology from its SPEC,
 tables built and verified, the ``--routing`` options.  Exit codes: :mod:`tablegen.errors`.
 """
@@ -240,12 +240,15 @@ def cmd_verify(args) -> int:
     from tablegen.exports.files import prove_table_dir
     from tablegen.exports.infiniband.read import find_ib_dir, load_ib_files
     from tablegen.exports.infiniband.verify_files import verify_ib_files
+    from tablegen.routing.imported import IMPORTED
 
     d = Path(args.dir)
     ts, rep, files = prove_table_dir(d)
     ib = ib_files = None
     exported = (files or {}).get("exports", {}).get("ib")
-    if rep.ok and files["ok"] and not args.walk_ib_files:
+    if rep.ok and ts.routing == IMPORTED:
+        ib, ib_files = _imported_ib(ts, files, args, d)
+    elif rep.ok and files["ok"] and not args.walk_ib_files:
         # the IB files are byte for byte what the proven layers give (derived again above):
         # their semantics are the layers', proven on the arrays (verify_ib)
         lmc, seed = _ib_params(exported, args, d)
@@ -295,6 +298,29 @@ def cmd_verify(args) -> int:
             print(f"verify ({what}): {e}", file=sys.stderr)
         status = 1
     return status
+
+
+def _imported_ib(ts, files: dict, args, d: Path):
+    """``(report, files)`` of the IB files an imported set was made from (``d/ib``): every
+    (HCA, LID) packet walked with its SL and VLs, the CDG, each host-LID entry against the
+    tables (:func:`tablegen.exports.infiniband.imports.verify_imported`).  Files that do not
+    load are a failed file check when the manifest does not vouch for them, else bad input."""
+    from tablegen.exports.infiniband.imports import IB_PREFIX, verify_imported
+    from tablegen.exports.infiniband.read import load_ib_files
+
+    lmc = int(ts.params["lmc"])
+    if args.lmc not in (None, lmc) or args.seed is not None:
+        what = "--seed" if args.seed is not None else f"--lmc {args.lmc}"
+        raise BadInput(f"verify: {what}, but {d} holds imported tables (LMC {lmc}, no seed); "
+                       f"expected no --seed and no --lmc or --lmc {lmc}")
+    try:
+        f = load_ib_files(d / IB_PREFIX)
+    except BadInput as e:
+        if files["ok"]:
+            raise BadInput(f"verify: {e}") from None
+        files["errors"].append(str(e))
+        return None, None
+    return verify_imported(f, ts), f
 
 
 def _ib_params(exported: dict | None, args, d: Path) -> tuple[int, int]:
@@ -569,6 +595,23 @@ def cmd_ib_export(args) -> int:
     return 0
 
 
+def cmd_ib_import(args) -> int:
+    """``fabroute ib import DIR --out TABLEDIR`` (:func:`~tablegen.exports.infiniband.imports.
+    import_dir`): exit 1, nothing written, when the LFTs do not deliver every pair."""
+    from tablegen.exports.infiniband.imports import import_dir
+
+    check_out_dir(args.out)
+    try:
+        res = import_dir(Path(args.dir), Path(args.out), args.engine)
+    except BadInput as e:
+        raise BadInput(f"ib import: {e}") from None
+    for e in res.get("errors", ()):
+        print(f"ib import: {e}", file=sys.stderr)
+    if res["ok"]:
+        print(json.dumps(res))
+    return 0 if res["ok"] else 1
+
+
 def routing_args(sp, several: bool = False) -> None:
     """``--routing`` (one, or with ``several`` a comma-separated list), ``--nonmin``, ``--vcs``."""
     from tablegen.limits import MAX_VCS, vcs_option
@@ -671,7 +714,7 @@ def add_parsers(sub) -> None:
 
 
 def add_ib_parsers(ib) -> None:
-    """Add ``export`` to the ``fabroute ib`` sub-parsers."""
+    """Add ``export`` and ``import`` to the ``fabroute ib`` sub-parsers."""
     from tablegen.limits import lmc_option, seed_option
 
     sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
@@ -685,3 +728,13 @@ def add_ib_parsers(ib) -> None:
                     "targets, 0 <= SEED < 2**32")
     sp.add_argument("--out", required=True)
     sp.set_defaults(func=cmd_ib_export)
+
+    sp = ib.add_parser("import", help="turn IB files (fabric.net, guids.json, guid2lid, "
+                       "lfts.dump, sl2vl.dump, path-sl.txt in DIR or DIR/ib: an export, or "
+                       "what ib compare read back) into a table set that verify, analyze "
+                       "--throughput-bound and the simulator take; one table per destination "
+                       "host index and LID offset")
+    sp.add_argument("dir")
+    sp.add_argument("--out", required=True, metavar="TABLEDIR")
+    sp.add_argument("--engine", help="name of the router the files come from (recorded)")
+    sp.set_defaults(func=cmd_ib_import)

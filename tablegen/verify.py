@@ -270,7 +270,8 @@ def _first_json_difference(a, b, where: str = "") -> str | None:
 
 def reference(ts: TableSet) -> tuple[TableSet | None, list[str]]:
     """Hold ``ts`` against what fabroute computes from its topology's kind and parameters and
-    its routing's name: the topology (links, ports, hosts, labels, groups: ``topology.json``)
+    its routing's name (an imported set, :mod:`tablegen.routing.imported`: its LMC): the
+    topology (links, ports, hosts, labels, groups: ``topology.json``)
     and the routing's path classes with their hop bounds, VC scheme, VC increments, exit ports
     and parameters (``tables.npz``).  Returns ``ts`` with the recomputed classes (so that
     :func:`verify` proves the recomputed bounds, never the stored ones) and the differences,
@@ -281,6 +282,7 @@ def reference(ts: TableSet) -> tuple[TableSet | None, list[str]]:
 
     from tablegen.errors import TopologyError
     from tablegen.routing.build import build_tables
+    from tablegen.routing.imported import IMPORTED, imported_reference
 
     try:
         topo = rebuilt_topology(ts.topo)
@@ -288,11 +290,19 @@ def reference(ts: TableSet) -> tuple[TableSet | None, list[str]]:
         return None, [f"topology.json: {e}"]
     if (d := _first_json_difference(ts.topo.to_dict(), topo.to_dict())):
         return None, [f"topology.json: {d} (as fabroute builds {topo.name()})"]
-    try:
-        ref = build_tables(ts.topo, ts.routing, nonmin=ts.params.get("nonmin"),
-                           ugal_threshold=ts.params.get("ugal_threshold"))
-    except TopologyError as e:
-        return None, [f"tables.npz: routing {ts.routing!r}: {e}"]
+    if ts.routing == IMPORTED:
+        # another router's tables (fabroute ib import): nothing to rebuild them from, but the
+        # classes, their bounds and the VCs follow from the topology and the LMC alone
+        try:
+            ref = imported_reference(ts)
+        except ValueError as e:
+            return None, [f"tables.npz: imported tables: {e}"]
+    else:
+        try:
+            ref = build_tables(ts.topo, ts.routing, nonmin=ts.params.get("nonmin"),
+                               ugal_threshold=ts.params.get("ugal_threshold"))
+        except TopologyError as e:
+            return None, [f"tables.npz: routing {ts.routing!r}: {e}"]
     errors = []
     what = f"{ts.routing} on {topo.name()}"
     have, want = [asdict(c) for c in ts.classes], [asdict(c) for c in ref.classes]

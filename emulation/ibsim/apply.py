@@ -270,6 +270,55 @@ def _stop(proc: subprocess.Popen | None, grace: float = 2.0) -> None:
         pass
 
 
+# -- the run's scratch directory, environments and ibsim (shared with ib compare / update) ---
+def new_scratch() -> tuple[str, Path]:
+    """A unique ibsim socket name (``fabroute-<pid>-<n>``) and a scratch directory named after
+    it, whose path holds no whitespace (OpenSM's ``event_plugin_options`` is one token)."""
+    sock = f"fabroute-{os.getpid()}-{next(_runs)}"
+    scratch = Path(tempfile.mkdtemp(prefix=f"{sock}-"))
+    if re.search(r"\s", str(scratch)):
+        shutil.rmtree(scratch)
+        scratch = Path(tempfile.mkdtemp(prefix=f"{sock}-", dir="/tmp"))
+    return sock, scratch
+
+
+def run_envs(sock: str, scratch: Path, guids: dict, tools: Path) -> tuple[dict, dict, dict]:
+    """``(ibsim's, a umad2sim client's, OpenSM's)`` environments of one run: the run's socket,
+    umad2sim preloaded on the first HCA (HCAs come first in our net files), OpenSM's own
+    cache / tmp directories and the plugin's directory on its library path."""
+    base_env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    base_env["IBSIM_SOCKNAME"] = sock
+    client_env = dict(base_env, LD_PRELOAD=UMAD2SIM, SIM_HOST=guids["hosts"][0]["name"],
+                      OSM_TMP_DIR=str(scratch / "osm-tmp"),
+                      OSM_CACHE_DIR=str(scratch / "osm-cache"))
+    osm_env = dict(client_env, LD_LIBRARY_PATH=":".join(
+        [str(tools)] + [p for p in [base_env.get("LD_LIBRARY_PATH")] if p]))
+    return base_env, client_env, osm_env
+
+
+def start_ibsim(net: Path, lim: dict, scratch: Path, env: dict, timeout: float,
+                report: dict) -> subprocess.Popen:
+    """``ibsim -s -n`` on ``net`` with the limits of guids.json, ready when it says so; sets
+    ``report["ibsim"]``.  :class:`RunFailed` with its log tail when it exits first or times
+    out, after stopping it (as on Ctrl-C while waiting); once returned, the caller stops it."""
+    ibsim_log = scratch / "ibsim.log"
+    cmd = [_which("ibsim"), "-s", "-n", "-N", str(lim["N"]), "-S", str(lim["S"]),
+           "-P", str(lim["P"]), "-L", str(lim["L"]), str(net)]
+    with open(ibsim_log, "wb") as log:
+        ibsim = subprocess.Popen(cmd, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT)
+    report["ibsim"] = {"pid": ibsim.pid, "cmd": cmd}
+    try:                # the caller holds no handle yet: stop it here on any way out
+        why = _wait_for(ibsim, ibsim_log, "Network simulator ready.", timeout)
+        if why:
+            raise RunFailed(f"ibsim {why}", dict(report, log_tail=_tails((ibsim_log,
+                                                                          LOG_TAIL))))
+    except BaseException:
+        _stop(ibsim)
+        raise
+    return ibsim
+
+
 # the machine's /etc/opensm/qos-policy.conf must not apply; OpenSM insists on a default level
 QOS_POLICY = """# fabroute ib apply: path SLs come from the fabroute engine's path_sl hook
 qos-levels
@@ -289,13 +338,15 @@ def apply(d, *, load: str | os.PathLike | None = None,
           load_sl2vl: str | os.PathLike | None = None,
           load_path_sl: str | os.PathLike | None = None,
           keep_logs: bool = False, timeout: float | None = None,
-          max_paths: int = MAX_PATHS) -> dict:
+          max_paths: int = MAX_PATHS, readback: dict | None = None) -> dict:
     """Run ibsim + OpenSM (engine ``fabroute``) on the table set ``d``, read back LFTs,
     SL2VL tables and PathRecord SLs and compare them with the files of ``d``.
 
     ``load`` / ``load_sl2vl`` / ``load_path_sl`` hand OpenSM another LFT / SL2VL / path-SL
     file while the comparison stays against ``d``'s (negative controls).  ``max_paths``
-    bounds the PathRecords read (0: all).  Returns the report (``ok`` when no kind has a
+    bounds the PathRecords read (0: all).  ``readback``: a dict to fill with the values read
+    (:func:`read_values`: what ``fabroute ib compare`` writes as the read-back files).
+    Returns the report (``ok`` when no kind has a
     mismatch); raises :class:`BadInput` before starting anything and :class:`RunFailed`
     (with a report holding the log tails) when a process fails.  Both processes are stopped
     on return, error or KeyboardInterrupt."""
@@ -320,11 +371,7 @@ def apply(d, *, load: str | os.PathLike | None = None,
     pairs, pairs_total, stride = path_pairs(expected, max_paths)
     timings: dict[str, float] = {"check_s": time.perf_counter() - t0}
 
-    sock = f"fabroute-{os.getpid()}-{next(_runs)}"
-    scratch = Path(tempfile.mkdtemp(prefix=f"{sock}-"))
-    if re.search(r"\s", str(scratch)):       # the plugin option is one whitespace-free token
-        shutil.rmtree(scratch)
-        scratch = Path(tempfile.mkdtemp(prefix=f"{sock}-", dir="/tmp"))
+    sock, scratch = new_scratch()
     ibsim = opensm = None
     try:
         for sub in ("osm-tmp", "osm-cache", "plugin"):
@@ -340,13 +387,7 @@ def apply(d, *, load: str | os.PathLike | None = None,
                         f"qos TRUE\n"
                         f"qos_policy_file {scratch / 'qos-policy.conf'}\n"
                         f"dump_files_dir {scratch / 'osm-tmp'}\n")
-        base_env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-        base_env["IBSIM_SOCKNAME"] = sock
-        client_env = dict(base_env, LD_PRELOAD=UMAD2SIM, SIM_HOST=guids["hosts"][0]["name"],
-                          OSM_TMP_DIR=str(scratch / "osm-tmp"),
-                          OSM_CACHE_DIR=str(scratch / "osm-cache"))
-        osm_env = dict(client_env, LD_LIBRARY_PATH=":".join(
-            [str(tools)] + [p for p in [base_env.get("LD_LIBRARY_PATH")] if p]))
+        base_env, client_env, osm_env = run_envs(sock, scratch, guids, tools)
         ibsim_log, osm_log = scratch / "ibsim.log", scratch / "opensm.log"
         report: dict = {"dir": str(d), "files": str(ib), "topology": guids.get("topology"),
                         "routing": guids.get("routing"), "lmc": lmc,
@@ -354,15 +395,7 @@ def apply(d, *, load: str | os.PathLike | None = None,
                         "tools": str(tools)}
         if keep_logs:
             report["logs"] = str(scratch)
-        cmd = [_which("ibsim"), "-s", "-n", "-N", str(lim["N"]), "-S", str(lim["S"]),
-               "-P", str(lim["P"]), "-L", str(lim["L"]), str(ib / "fabric.net")]
-        with open(ibsim_log, "wb") as log:
-            ibsim = subprocess.Popen(cmd, cwd=scratch, env=base_env, stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.STDOUT)
-        report["ibsim"] = {"pid": ibsim.pid, "cmd": cmd}
-        why = _wait_for(ibsim, ibsim_log, "Network simulator ready.", timeout)
-        if why:
-            raise RunFailed(f"ibsim {why}", dict(report, log_tail=_tails((ibsim_log, LOG_TAIL))))
+        ibsim = start_ibsim(ib / "fabric.net", lim, scratch, base_env, timeout, report)
         timings["ibsim_ready_s"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
@@ -400,6 +433,9 @@ def apply(d, *, load: str | os.PathLike | None = None,
     parts, _ = compare_read(expected, answers, lft_keys, sl_keys,
                             (pairs, pairs_total, stride, max_paths))
     report.update(parts)
+    if readback is not None:
+        readback.update(read_values(expected, answers, lft_keys, sl_keys, pairs),
+                        pairs_total=pairs_total, stride=stride)
     timings["compare_s"] = time.perf_counter() - t4
     timings["total_s"] = time.perf_counter() - t0
     report["timings"] = {k: round(v, 3) for k, v in timings.items()}
@@ -473,6 +509,37 @@ def compare_read(expected: IbFiles, answers, lft_keys, sl_keys, paths) -> tuple[
              "path_sl": _compare_path_sl(expected, pairs, it, pairs_total, stride,
                                          max_paths)}
     return parts, actual_lfts
+
+
+def read_values(expected: IbFiles, answers, lft_keys, sl_keys, pairs) -> dict:
+    """The values :func:`read_back`'s answers hold, compared with nothing: ``lfts`` ``{switch
+    GUID: {LID: port}}`` (switches whose blocks could not be read are absent), ``sl2vl``
+    ``{node GUID: {(in, out): 16 VLs or None when unread}}``, ``path_sls`` (one SL or None per
+    triple of ``pairs``) and ``errors`` (count of failed queries per kind).  O(answers)."""
+    it = iter(answers)
+    lfts: dict[int, dict[int, int]] = {}
+    errors = {"lft": 0, "sl2vl": 0, "path_sl": 0}
+    for g, block in lft_keys:
+        a = next(it).split()
+        if a[0] == "ok":
+            lfts.setdefault(g, {}).update(
+                (block * 64 + k, int(p)) for k, p in enumerate(a[1:]) if block or k)
+        else:
+            errors["lft"] += 1
+    sl2vl: dict[int, dict] = {}
+    for g, i, o, route in sl_keys:
+        got = None
+        if route is not None:
+            a = next(it).split()
+            got = tuple(int(x) for x in a[1:]) if a[0] == "ok" else None
+        errors["sl2vl"] += got is None
+        sl2vl.setdefault(g, {})[(i, o)] = got
+    path_sls = []
+    for _ in pairs:
+        a = next(it).split()
+        path_sls.append(int(a[1]) if a[0] == "ok" else None)
+        errors["path_sl"] += a[0] != "ok"
+    return {"lfts": lfts, "sl2vl": sl2vl, "path_sls": path_sls, "errors": errors}
 
 
 def _compare_sl2vl(ts: IbFiles, keys, answers) -> dict:

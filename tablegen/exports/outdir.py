@@ -31,10 +31,10 @@ from pathlib import Path
 from tablegen.errors import BadInput
 
 # What marks a directory as fabroute's own output, which a new run may replace: the manifest,
-# the index of a batch of routings, or (older sets, the demo's InfiniBand directory) a table
-# set's or an IB export's core files.
+# the index of a batch of routings, (older sets, the demo's InfiniBand directory) a table
+# set's or an IB export's core files, or a comparison's JSON and chart (ib compare).
 OUTPUT_MARKERS = (("manifest.json",), ("routings.json",), ("topology.json", "tables.npz"),
-                  ("fabric.net", "guids.json"))
+                  ("fabric.net", "guids.json"), ("compare.json", "compare.png"))
 NAME_MAX = 255
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
 _libc = ctypes.CDLL(None, use_errno=True)
