@@ -39,8 +39,9 @@ from tablegen.errors import BadInput, NotExpressible, RunFailed
 KEYS = ("engine", "subnet_up", "fell_back_to", "seconds", "sls", "vls", "deadlock_free",
         "max_hops", "avg_hops", "bound_uniform", "bound_adversarial")
 #: the adversarial pattern of each topology kind (simulator/traffic.py): Yébenes et al.'s for
-#: Slim Fly, Kim et al.'s worst case for Dragonfly; elsewhere half the hosts away (shift)
-ADVERSARIAL = {"slimfly": "adversarial", "dragonfly": "worst-case"}
+#: Slim Fly, Kim et al.'s worst case for Dragonfly, the DSN-F paper's transpose for DSN-F;
+#: elsewhere half the hosts away (shift)
+ADVERSARIAL = {"slimfly": "adversarial", "dragonfly": "worst-case", "dsnf": "transpose"}
 ADVERSARIAL_DEFAULT = "shift"
 EXPORTABLE = ("min", "val", "val-nta", "val-3h", "ugal-l", "dsnf")   # PAR is simulator-only
 FABROUTE = "fabroute-"
