@@ -23,7 +23,7 @@
  * with the counts; on an error it logs "ERROR reload" and keeps the tables it had).  OpenSM's
  * file engine re-reads the -U file on every pass by itself.
  *
- * Part of fabroute (tablegen/opensm/); built by tablegen/ib_apply.py at first use:
+ * Part of fabroute (controller/opensm/); built by emulation/ibsim/apply.py at first use:
  *   gcc -O2 -shared -fPIC -I/usr/include/infiniband -o libfabroute_osm.so fabroute_osm.c
  * Unresolved osm_* symbols bind to the opensm executable / libopensm at dlopen time.
  */
