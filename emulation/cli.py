@@ -251,6 +251,9 @@ def cmd_ib_compare(args) -> int:
     return 1 if any(r.get("error") or r.get("mismatches") for r in ours) else 0
 
 
+_PROVEN = {True: "yes", False: "NO", None: "not proven"}
+
+
 def _print_compare(doc: dict, args) -> None:
     """The comparison as a table (hops: switch hops over every HCA pair and LID offset;
     bounds: of the injection bandwidth); errors and cycles as numbered notes below it."""
@@ -267,12 +270,12 @@ def _print_compare(doc: dict, args) -> None:
         return "-" if v is None else fmt.format(v)
     notes = []
     for r in doc["engines"]:
-        note = r.get("error") or r.get("verify_error")
+        note = r.get("error") or r.get("verify_error") or r.get("not_proven")
         if note:
             notes.append(f"[{len(notes) + 1}] {r['engine']}: {note}")
         t.add_row(r["engine"], "yes" if r["subnet_up"] else "NO", f(r["fell_back_to"]),
                   f(r["seconds"], "{:.2f}"), f(r["sls"]), f(r["vls"]),
-                  "yes" if r["deadlock_free"] else "NO", f(r["max_hops"]),
+                  _PROVEN[r["deadlock_free"]], f(r["max_hops"]),
                   f(r["avg_hops"], "{:.3f}"), f(r["bound_uniform"], "{:.3f}"),
                   f(r["bound_adversarial"], "{:.3f}"), f"[{len(notes)}]" if note else "")
     con = Console(width=max(Console().width, 120))

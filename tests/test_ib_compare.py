@@ -59,7 +59,7 @@ def test_every_engine_comes_up_routes_itself_and_delivers(df_compare):
     by, doc, _ = df_compare
     assert list(by) == ENGINES + ["fabroute-min"]
     for name, r in by.items():
-        assert set(KEYS) <= set(r) <= set(KEYS) | {"verify_error"}, (name, r)
+        assert set(KEYS) <= set(r) <= set(KEYS) | {"verify_error"}, (name, r)   # all read
         assert r["subnet_up"] and r["fell_back_to"] is None, (name, r)
         assert 0 < r["seconds"] <= 60         # up within compare()'s default timeout
         # delivered: the read-back LFTs imported into tables that verify (else max_hops None)
@@ -140,6 +140,19 @@ def test_a_failing_engine_falls_back_and_a_slow_one_is_reported(tmp_path):
     for r in doc["engines"]:
         assert not r["subnet_up"] and r["deadlock_free"] is False
         assert "within" in r["error"] and r["max_hops"] is None
+
+
+def test_sampled_path_sls_prove_nothing_for_an_engine_with_several_sls():
+    """With only every k-th path SL read (--max-paths), the SLs of the other paths are
+    assumed: for DFSSSP (several SLs) deadlock freedom is then not proven either way (None,
+    with the reason); minhop's single SL is what every path carries, its cycle stands."""
+    doc = compare(DF, ["minhop", "dfsssp"], [], max_paths=500)
+    by = {r["engine"]: r for r in doc["engines"]}
+    assert by["dfsssp"]["sls"] > 1 and by["dfsssp"]["deadlock_free"] is None
+    assert re.search(r"read for \d+ of 7704 ", by["dfsssp"]["not_proven"])   # 72 · (71 + 36)
+    assert "verify_error" not in by["dfsssp"]
+    assert by["minhop"]["sls"] == 1 and by["minhop"]["deadlock_free"] is False
+    assert "not_proven" not in by["minhop"]
 
 
 def test_cli_json_and_table(tmp_path, capsys):

@@ -171,15 +171,25 @@ def _keep_files(rb: Path, dest: Path) -> None:
 
 
 def opensm_engine(engine: str, base, pairs, work: Path, timeout: float, options: dict,
-                  adversarial: str) -> dict:
-    """One OpenSM engine: run, read back, measure (:func:`measure`)."""
+                  adversarial: str, total: int) -> dict:
+    """One OpenSM engine: run, read back, measure (:func:`measure`).  When only a sample of
+    the ``total`` path SLs was read and the engine uses several SLs, the SLs assumed for the
+    others decide the proof: ``deadlock_free`` is then ``None`` (not proven either way) and
+    ``not_proven`` says why."""
     r = run_engine(base, engine, timeout=timeout, pairs=pairs, options=options,
                    log_copy=work / "logs" / f"{engine}.opensm.log")
     head = {"engine": engine, "subnet_up": r["subnet_up"], "fell_back_to": r["fell_back_to"],
             "seconds": r["seconds"]}
     if r["readback"] is None:
         return _failed(head, r["error"] or "nothing read back")
-    return {**head, **measure(engine, r["readback"], base, pairs, work, adversarial)}
+    res = {**head, **measure(engine, r["readback"], base, pairs, work, adversarial)}
+    if len(pairs) < total and (res["sls"] or 0) > 1 and res["max_hops"] is not None:
+        res["deadlock_free"] = None
+        res.pop("verify_error", None)
+        res["not_proven"] = (f"path SLs read for {len(pairs)} of {total} (HCA, LID) pairs "
+                             f"(--max-paths) and the engine uses {res['sls']} SLs: the others' "
+                             f"SLs are unknown")
+    return res
 
 
 def fabroute_engine(routing: str, export: Path, base, pairs, work: Path, timeout: float,
@@ -278,11 +288,11 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
         if "min" in skipped:
             raise RunFailed(f"ib compare: the fabric itself cannot be exported: {skipped['min']}")
         base = load_ib_files(exports / (FABROUTE + "min"))
-        pairs, _, _ = ib.path_pairs(base, max_paths)
+        pairs, total, _ = ib.path_pairs(base, max_paths)
         for e in engines:
             t0 = time.perf_counter()
             results.append(opensm_engine(e, base, pairs, work, timeout, options or {},
-                                         adversarial))
+                                         adversarial, total))
             log(f"{e}: {time.perf_counter() - t0:.2f} s")
         for r in routings:
             if r in skipped:
@@ -305,8 +315,8 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
 
 def plot(doc: dict, png: Path, title: str) -> None:
     """Two bar panels per engine: max and average switch hops; the throughput bounds under
-    uniform and adversarial traffic.  Engines not deadlock-free are marked ``*``, engines
-    without a measurement ``(failed)``."""
+    uniform and adversarial traffic.  Engines not deadlock-free are marked ``*``, not proven
+    either way ``?``, engines without a measurement ``(failed)``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -314,7 +324,8 @@ def plot(doc: dict, png: Path, title: str) -> None:
     import numpy as np
 
     rows = doc["engines"]
-    names = [r["engine"] + ("" if r["deadlock_free"] else " *") if r["max_hops"] is not None
+    mark = {True: "", False: " *", None: " ?"}
+    names = [r["engine"] + mark[r["deadlock_free"]] if r["max_hops"] is not None
              else r["engine"] + " (failed)" for r in rows]
     x = np.arange(len(rows))
     fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 1.3 * len(rows) + 3), 4.2))
@@ -329,7 +340,8 @@ def plot(doc: dict, png: Path, title: str) -> None:
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"fabroute ib compare: {title}  (* not deadlock-free under IB)", fontsize=9)
+    fig.suptitle(f"fabroute ib compare: {title}  (* not deadlock-free under IB, ? not proven: "
+                 f"path SLs sampled)", fontsize=9)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
