@@ -145,14 +145,18 @@ def test_a_failing_engine_falls_back_and_a_slow_one_is_reported(tmp_path):
 def test_sampled_path_sls_prove_nothing_for_an_engine_with_several_sls():
     """With only every k-th path SL read (--max-paths), the SLs of the other paths are
     assumed: for DFSSSP (several SLs) deadlock freedom is then not proven either way (None,
-    with the reason); minhop's single SL is what every path carries, its cycle stands."""
-    doc = compare(DF, ["minhop", "dfsssp"], [], max_paths=500)
+    with the reason); minhop's single SL is what every path carries, its cycle stands;
+    fabroute-val is proven from its own files, which the sample matched."""
+    doc = compare(DF, ["minhop", "dfsssp"], ["val"], lmc=1, max_paths=500)
     by = {r["engine"]: r for r in doc["engines"]}
     assert by["dfsssp"]["sls"] > 1 and by["dfsssp"]["deadlock_free"] is None
-    assert re.search(r"read for \d+ of 7704 ", by["dfsssp"]["not_proven"])   # 72 · (71 + 36)
+    # 72 HCAs · (71 HCAs · 2 offsets + 36 switches)
+    assert re.search(r"read for \d+ of 12816 ", by["dfsssp"]["not_proven"])
     assert "verify_error" not in by["dfsssp"]
     assert by["minhop"]["sls"] == 1 and by["minhop"]["deadlock_free"] is False
     assert "not_proven" not in by["minhop"]
+    # fabroute's own: the sample matched its files, so the files (every path SL) are proven
+    assert by["fabroute-val"]["sls"] > 1 and by["fabroute-val"]["deadlock_free"] is True
 
 
 def test_cli_json_and_table(tmp_path, capsys):

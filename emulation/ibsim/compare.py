@@ -193,9 +193,12 @@ def opensm_engine(engine: str, base, pairs, work: Path, timeout: float, options:
 
 
 def fabroute_engine(routing: str, export: Path, base, pairs, work: Path, timeout: float,
-                    max_paths: int, adversarial: str) -> dict:
+                    max_paths: int, adversarial: str, total: int) -> dict:
     """One fabroute routing: loaded by ``ib apply`` (plugin engine), read back, measured.
-    ``mismatches`` (extra key) when OpenSM or the switches hold other than the files."""
+    ``mismatches`` (extra key) when OpenSM or the switches hold other than the files.  When
+    only a sample of the ``total`` path SLs was read and it matched the files, the files
+    themselves — every path SL — are what the fabric holds: ``deadlock_free`` is their proof
+    (:func:`~tablegen.exports.infiniband.verify_files.verify_ib_files`)."""
     name = FABROUTE + routing
     values: dict = {}
     head = {"engine": name, "subnet_up": False, "fell_back_to": None, "seconds": None}
@@ -220,6 +223,16 @@ def fabroute_engine(routing: str, export: Path, base, pairs, work: Path, timeout
     res = {**head, **measure(name, values, base, pairs, work, adversarial)}
     if not rep["ok"]:
         res["mismatches"] = rep["mismatches"]
+    elif len(pairs) < total and (res["sls"] or 0) > 1 and res["max_hops"] is not None:
+        from tablegen.exports.files import load_table_dir
+        from tablegen.exports.infiniband.read import load_ib_files
+        from tablegen.exports.infiniband.verify_files import verify_ib_files
+
+        v = verify_ib_files(load_ib_files(export), load_table_dir(export))
+        res.pop("verify_error", None)
+        res["deadlock_free"] = bool(v["ok"])
+        if not v["ok"]:
+            res["verify_error"] = v["errors"][0]
     return res
 
 
@@ -303,7 +316,7 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
                 continue
             t0 = time.perf_counter()
             results.append(fabroute_engine(r, exports / (FABROUTE + r), base, pairs, work,
-                                           timeout, max_paths, adversarial))
+                                           timeout, max_paths, adversarial, total))
             log(f"{FABROUTE}{r}: {time.perf_counter() - t0:.2f} s")
         doc = {"engines": results}
         if out is not None:
