@@ -145,10 +145,11 @@ def test_link_down_loses_only_after_the_event(fab):
     assert rep["misrouted"] == 0 and rep["duplicated"] == 0, rep
     assert {(p["src"], p["dst"]) for p in rep["lost_by_pair"]} == hit
     # every lost probe was sent after set_link was called (less the ~ms one spends in
-    # flight) and before the link came back; the stream went on meanwhile
-    in_flight = 10.0
+    # flight) and before the link came back (plus the port's bring-up in the datapath after
+    # the command returned: a probe 0.6 ms after it was seen lost); the stream went on
+    in_flight, bring_up = 10.0, 50.0
     assert rep["first_lost_ms"] >= (t_call - t_down) * 1e3 - in_flight, rep
-    assert rep["last_lost_ms"] <= (t_up - t_down) * 1e3, rep
+    assert rep["last_lost_ms"] <= (t_up - t_down) * 1e3 + bring_up, rep
     assert all(s_["from_ms"] >= (t_call - t_down) * 1e3 - in_flight for s_ in rep["loss_spans"])
     assert rep["lost"] >= 0.7 * len(hit) * RATE * (t_up - t_down), rep
     assert rep["max_gap_ms"] < (t_up - t_down) * 1e3 / 2, rep   # coverage of the outage
