@@ -20,6 +20,7 @@ from emulation import cli as emulation_cli  # noqa: E402
 from fabroute import demo  # noqa: E402
 from simulator import cli as simulator_cli  # noqa: E402
 from tablegen import cli as tablegen_cli  # noqa: E402
+from tablegen import ib_cli as tablegen_ib_cli  # noqa: E402
 from tablegen.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, FabrouteError  # noqa: E402
 
 
@@ -41,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
     ib = sub.add_parser("ib", help="InfiniBand: export LMC layers, SLs and SL2VL; load them into "
                         "OpenSM on ibsim and compare")
     ib_sub = ib.add_subparsers(dest="ib_command", required=True)
-    tablegen_cli.add_ib_parsers(ib_sub)     # ib export import
+    tablegen_ib_cli.add_ib_parsers(ib_sub)  # ib export import
     emulation_cli.add_ib_parsers(ib_sub)    # ib apply update compare
     simulator_cli.add_parsers(sub)      # simulate sweep
     return p

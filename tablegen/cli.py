@@ -1,6 +1,6 @@
 """tablegen's sub-commands of ``fabroute``: ``topology``, ``tables``, ``verify``, ``path``,
-``analyze``, ``expand``, ``compare``, ``ib export`` and ``ib import`` (:func:`add_parsers`,
-:func:`add_ib_parsers`), and the steps other packages' commands share: a topology from its SPEC,
+``analyze``, ``expand`` and ``compare`` (:func:`add_parsers`; ``ib export`` and ``ib import``
+are :mod:`tablegen.ib_cli`), and the steps other packages' commands share: a topology from its SPEC,
 tables built and verified, the ``--routing`` options.  Exit codes: :mod:`tablegen.errors`.
 """
 
@@ -251,8 +251,8 @@ def cmd_verify(args) -> int:
     elif rep.ok and files["ok"] and not args.walk_ib_files:
         # the IB files are byte for byte what the proven layers give (derived again above):
         # their semantics are the layers', proven on the arrays (verify_ib)
-        lmc, seed = _ib_params(exported, args, d)
-        ib = _ib_report(ts, lmc, seed)
+        lmc, seed, variant = _ib_params(exported, args, d)
+        ib = _ib_report(ts, lmc, seed, variant)
     elif rep.ok:
         # asked for, or the files differ: walk every packet through the files themselves
         try:
@@ -265,9 +265,9 @@ def cmd_verify(args) -> int:
         else:
             exported = exported if ib_files is None else {
                 "lmc": ib_files.lmc, "seed": int(ib_files.guids.get("ib", {}).get("seed", 1))}
-            lmc, seed = _ib_params(exported, args, d)
+            lmc, seed, variant = _ib_params(exported, args, d)
             ib = (verify_ib_files(ib_files, ts) if ib_files is not None
-                  else _ib_report(ts, lmc, seed))
+                  else _ib_report(ts, lmc, seed, variant))
     if args.json:
         print(json.dumps(dict(rep.to_dict(), files=files, ib=ib), indent=1))
     else:
@@ -323,32 +323,33 @@ def _imported_ib(ts, files: dict, args, d: Path):
     return verify_imported(f, ts), f
 
 
-def _ib_params(exported: dict | None, args, d: Path) -> tuple[int, int]:
-    """LMC and seed of the InfiniBand check: those the files were exported with (the
-    command line may only repeat them), else the command line's or 0 and 1."""
+def _ib_params(exported: dict | None, args, d: Path) -> tuple[int, int, str | None]:
+    """LMC, seed and IB variant of the InfiniBand check: those the files were exported with
+    (the command line may only repeat LMC and seed), else the command line's or 0, 1 and
+    none."""
     if not exported:
         return (args.lmc if args.lmc is not None else 0,
-                args.seed if args.seed is not None else 1)
+                args.seed if args.seed is not None else 1, None)
     for key in ("lmc", "seed"):
         given = getattr(args, key)
         if given is not None and given != exported[key]:
             raise BadInput(f"verify: --{key} {given}, but the InfiniBand files in {d} were "
                            f"exported with {key} {exported[key]}; expected no --{key} or "
                            f"--{key} {exported[key]}")
-    return exported["lmc"], exported["seed"]
+    return exported["lmc"], exported["seed"], exported.get("variant")
 
 
-def _ib_report(ts, lmc: int, seed: int) -> dict:
+def _ib_report(ts, lmc: int, seed: int, variant: str | None = None) -> dict:
     """InfiniBand semantics of a table set without exported IB files: layers, SLs, per-VL
-    CDG computed from the tables (:func:`tablegen.exports.infiniband.sls.verify_ib`).  A routing IB cannot express
-    (too many SLs or LIDs) gives ``expressible: False``: what ``fabroute tables`` skips, not
-    a fault of the table set."""
+    CDG computed from the tables (:func:`tablegen.exports.infiniband.sls.verify_ib`).  A
+    routing IB cannot express (too many VLs or LIDs) gives ``expressible: False``: what
+    ``fabroute tables`` skips, not a fault of the table set."""
     from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.sls import ib_routing
 
     try:
         lid_plan(ts.topo, lmc)
-        return dict(ib_routing(ts, lmc, seed)[1], expressible=True)
+        return dict(ib_routing(ts, lmc, seed, variant)[1], expressible=True)
     except NotExpressible as e:
         return {"ok": False, "expressible": False, "lmc": lmc, "errors": [str(e)]}
 
@@ -361,7 +362,8 @@ def _print_ib(ib: dict) -> None:
         state = "FAILED" if ib.get("expressible", True) else "not expressible"
         print(f"  InfiniBand (LMC {ib['lmc']}): {state}; {ib['errors'][0]}")
         return
-    print(f"  InfiniBand (LMC {ib['lmc']}): {'OK' if ib['ok'] else 'FAILED'}; "
+    label = f", {ib['variant']} variant" if ib.get("variant") else ""
+    print(f"  InfiniBand (LMC {ib['lmc']}{label}): {'OK' if ib['ok'] else 'FAILED'}; "
           f"{ib['sls_used']} SLs, {ib['vls_used']} VLs (max VL {ib['vl_max']}) of "
           f"{ib['data_vls']} data VLs{_SCHEME.get(ib.get('vl_scheme'), '')}; "
           f"CDG {ib['cdg']['dependencies']} dependencies")
@@ -418,7 +420,8 @@ def cmd_path(args) -> int:
         print(json.dumps(path))
     else:
         for i, s in enumerate(path["switches"]):
-            hop = f" --port {path['ports'][i]} vc {path['vcs'][i]}-->" if i < len(path["ports"]) else ""
+            hop = (f" --port {path['ports'][i]} vc {path['vcs'][i]}-->"
+                   if i < len(path["ports"]) else "")
             print(f"{s} {tuple(topo.label(s))}{hop}")
     return 0
 
@@ -558,60 +561,6 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def cmd_ib_export(args) -> int:
-    from tablegen.exports.infiniband.lids import lid_plan
-    from tablegen.exports.infiniband.write import export_ib, ib_layers
-    from tablegen.exports.manifest import write_manifest
-    from tablegen.exports.writer import json_chunks, write_in_place
-
-    con = console()
-    topo = topology_of(args.spec)
-    try:
-        lid_plan(topo, args.lmc)     # bad input before any work
-    except NotExpressible as e:
-        raise BadInput(f"ib export: --lmc {args.lmc}: {e}") from None
-    ts, rep = verified_tables(topo, args, con, "ib export")
-    if ts is None:
-        return 1
-    try:
-        with con.status(f"InfiniBand layers (LMC {args.lmc}), SLs, IB verification…"):
-            ib = ib_layers(ts, args.lmc, args.seed)
-    except NotExpressible as e:
-        raise BadInput(f"ib export: {e}") from None
-    with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out)) as tmp:
-        files = export_ib(ts, tmp, lmc=args.lmc, seed=args.seed, flat=True, ib=ib)
-        ts.save_npz(tmp / TABLES_NPZ)
-        write_in_place(str(tmp / TOPOLOGY_FILE), json_chunks(topo.to_dict()))
-        write_manifest(tmp, rep, {"json": False, "report": False, "openflow": False,
-                                  "ib": {"lmc": args.lmc, "seed": args.seed, "prefix": ""}})
-    layers, irep = ib
-    summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": args.lmc,
-               "files": sorted(Path(f).name for f in files),
-               **{k: irep[k] for k in ("sls_used", "vls_used", "vl_max", "data_vls",
-                                       "vl_scheme")},
-               "layers": [{k: lay[k] for k in ("offset", "kind", "max_hops", "hist")}
-                          for lay in irep["layers"]]}
-    print(json.dumps(summary))
-    return 0
-
-
-def cmd_ib_import(args) -> int:
-    """``fabroute ib import DIR --out TABLEDIR`` (:func:`~tablegen.exports.infiniband.imports.
-    import_dir`): exit 1, nothing written, when the LFTs do not deliver every pair."""
-    from tablegen.exports.infiniband.imports import import_dir
-
-    check_out_dir(args.out)
-    try:
-        res = import_dir(Path(args.dir), Path(args.out), args.engine)
-    except BadInput as e:
-        raise BadInput(f"ib import: {e}") from None
-    for e in res.get("errors", ()):
-        print(f"ib import: {e}", file=sys.stderr)
-    if res["ok"]:
-        print(json.dumps(res))
-    return 0 if res["ok"] else 1
-
-
 def routing_args(sp, several: bool = False) -> None:
     """``--routing`` (one, or with ``several`` a comma-separated list), ``--nonmin``, ``--vcs``."""
     from tablegen.limits import MAX_VCS, vcs_option
@@ -711,30 +660,3 @@ def add_parsers(sub) -> None:
                     "1024,2048,64)")
     sp.add_argument("--out", default="out/compare")
     sp.set_defaults(func=cmd_compare)
-
-
-def add_ib_parsers(ib) -> None:
-    """Add ``export`` and ``import`` to the ``fabroute ib`` sub-parsers."""
-    from tablegen.limits import lmc_option, seed_option
-
-    sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
-                       "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
-    sp.add_argument("spec")
-    routing_args(sp)
-    sp.add_argument("--lmc", type=lmc_option, default=0, help="LIDs per host = 2^LMC (0..7); "
-                    "offset k is routed by layer k (0 = minimal, others the routing's "
-                    "non-minimal paths)")
-    sp.add_argument("--seed", type=seed_option, default=1, help="seed of the Valiant layers' "
-                    "targets, 0 <= SEED < 2**32")
-    sp.add_argument("--out", required=True)
-    sp.set_defaults(func=cmd_ib_export)
-
-    sp = ib.add_parser("import", help="turn IB files (fabric.net, guids.json, guid2lid, "
-                       "lfts.dump, sl2vl.dump, path-sl.txt in DIR or DIR/ib: an export, or "
-                       "what ib compare read back) into a table set that verify, analyze "
-                       "--throughput-bound and the simulator take; one table per destination "
-                       "host index and LID offset")
-    sp.add_argument("dir")
-    sp.add_argument("--out", required=True, metavar="TABLEDIR")
-    sp.add_argument("--engine", help="name of the router the files come from (recorded)")
-    sp.set_defaults(func=cmd_ib_import)

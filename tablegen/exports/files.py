@@ -239,7 +239,8 @@ def derived_files(ts: TableSet, exports: dict, rep) -> dict:
         if not (isinstance(ib, dict) and isinstance(ib.get("lmc"), int)
                 and isinstance(ib.get("seed"), int) and ib.get("prefix") in ("", "ib/")):
             raise BadInput(f"manifest.json: exports.ib {ib!r}; expected lmc, seed and prefix")
-        jobs.update(plan_ib(ts, ib["lmc"], None, ib["seed"], ib["prefix"]))
+        jobs.update(plan_ib(ts, ib["lmc"], None, ib["seed"], ib["prefix"],
+                            variant=ib.get("variant")))
     return jobs
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from tablegen.errors import NotExpressible
+from tablegen.exports.infiniband.limits import NUM_SLS
 from tablegen.routing.walk import by_dst, lengths
 from tablegen.tables import PathClass, TableSet
 
@@ -164,8 +165,8 @@ def _targets(ts: TableSet, cls: PathClass, count: int, rng) -> np.ndarray:
         else:
             cand = np.flatnonzero(np.arange(n) != d)
         if not len(cand):
-            raise NotExpressible(f"{ts.routing} on {topo.name()}: no {cls.name} target toward switch "
-                          f"{d}; expected at least one candidate")
+            raise NotExpressible(f"{ts.routing} on {topo.name()}: no {cls.name} target toward "
+                                 f"switch {d}; expected at least one candidate")
         order = rng.permutation(cand)
         out[:, d] = order[np.arange(count) % len(order)]
     return out
@@ -323,6 +324,19 @@ def _min_alternative(ts: TableSet, k: int) -> np.ndarray:
     return out
 
 
+def sl2vl_array(topo, num_sls: int) -> np.ndarray:
+    """``uint8[N, R + 1, R + 1, 16]`` VL per (switch, in slot, out slot, SL); slot 0 is a host
+    port (or, for in slots, the management port 0), slot ``1 + j`` network port index ``j``.
+    VL 0 when entering from slot 0, VL ``1 + SL`` from a switch; SLs no path uses map like
+    SL 0."""
+    n, r = topo.adj.shape
+    per_sl = np.ones(NUM_SLS, dtype=np.uint8)
+    per_sl[:num_sls] = 1 + np.arange(num_sls)
+    out = np.zeros((n, r + 1, r + 1, NUM_SLS), dtype=np.uint8)
+    out[:, 1:, :, :] = per_sl
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # walks
 # ---------------------------------------------------------------------------------------------
@@ -351,8 +365,8 @@ def walk_layers(topo, nxt: np.ndarray):
         j = nxt[k[live], c, d[live]].astype(np.int64)
         if (j < 0).any():
             b = int(np.flatnonzero(j < 0)[0])
-            raise NotExpressible(f"layer {int(k[live[b]])} has no entry at switch {int(c[b])} toward "
-                          f"{int(d[live[b]])}")
+            raise NotExpressible(f"layer {int(k[live[b]])} has no entry at switch {int(c[b])} "
+                                 f"toward {int(d[live[b]])}")
         col_c = np.full(P, -1, dtype=np.int64)
         col_i = np.zeros(P, dtype=np.int64)
         col_c[live] = c * r + j

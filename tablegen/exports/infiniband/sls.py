@@ -27,8 +27,9 @@ from scipy.sparse.csgraph import connected_components
 
 from tablegen.errors import NotExpressible
 from tablegen.exports.infiniband.dynorder import channel_graph, insert_dependency
-from tablegen.exports.infiniband.layers import IbLayers, build_layers, hop_counts
+from tablegen.exports.infiniband.layers import IbLayers, build_layers, hop_counts, sl2vl_array
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS
+from tablegen.exports.infiniband.native import VARIANT, native_layers
 from tablegen.tables import TableSet
 from tablegen.verify import cdg_edges
 
@@ -63,12 +64,9 @@ def assign_sls(layers: IbLayers, max_sls: int = IB_DATA_VLS - 1) -> IbLayers:
     bad = _first_fit(layers.nxt, layers.hops, topo.adj.astype(np.int64),
                      topo.peer.astype(np.int64), np.array(same, dtype=np.int64), max_sls, sl)
     if bad:
-        # fewer layers mean fewer dependencies; at LMC 0 there is one layer already
-        hint = ("lower the LMC" if layers.lmc else "LMC 0 cannot be lowered: this routing "
-                "does not fit InfiniBand's VLs on this fabric")
         raise NotExpressible(f"{layers.ts.routing} on {topo.name()} with LMC {layers.lmc}: "
-                      f"more than {max_sls} SLs needed (VL 0 + one VL per SL must fit "
-                      f"{IB_DATA_VLS} data VLs); {hint}")
+                             f"more than {max_sls} SLs needed (VL 0 + one VL per SL must fit "
+                             f"{IB_DATA_VLS} data VLs); {_hint(layers.lmc)}")
     layers.sl = sl.reshape(layers.nxt.shape)
     layers.sl2vl = sl2vl_array(topo, layers.num_sls)
     layers.scheme = "path"
@@ -99,14 +97,17 @@ def assign_vls(layers: IbLayers, vls: int = IB_DATA_VLS) -> IbLayers:
     while best <= vls and best > 2 and assign_turn_vls(layers, best - 1, restarts=0):
         best -= 1
     if best > vls:
-        # fewer layers mean fewer dependencies; at LMC 0 there is one layer already
-        hint = ("lower the LMC" if layers.lmc else "LMC 0 cannot be lowered: this routing "
-                "does not fit InfiniBand's VLs on this fabric")
         raise NotExpressible(f"{layers.ts.routing} on {topo.name()} with LMC {layers.lmc}: "
                              f"more than {vls} VLs needed (one VL per path: more than "
                              f"{vls - 1} SLs; per-hop VLs: no fit of {NUM_SLS} SLs in {vls} "
-                             f"VLs); {hint}")
+                             f"VLs); {_hint(layers.lmc)}")
     return layers
+
+
+def _hint(lmc: int) -> str:
+    # fewer layers mean fewer dependencies; at LMC 0 there is one layer already
+    return ("lower the LMC" if lmc else "LMC 0 cannot be lowered: the routing's own paths "
+            "do not fit; its IB-native variant does (ib export --ib-native)")
 
 
 @njit(cache=True)
@@ -155,8 +156,8 @@ def _first_fit(nxt, hops, adj, peer, same, max_sls, sl):
                     if g[s, a, j >> 3] & (1 << (j & 7)):
                         continue
                     tick += 1
-                    if chans[i + 1] == a or not insert_dependency(g[s], rank[s], out, into, a, j, seen,
-                                                                 tick, work, fwd, back):
+                    if chans[i + 1] == a or not insert_dependency(
+                            g[s], rank[s], out, into, a, j, seen, tick, work, fwd, back):
                         ok = False
                         break
                     added[na] = i
@@ -186,24 +187,27 @@ def _cycle(g: csr_matrix, label: np.ndarray, comp: int) -> list[tuple[int, int]]
     return list(zip(loop[:-1], loop[1:]))
 
 
-def sl2vl_array(topo, num_sls: int) -> np.ndarray:
-    """``uint8[N, R + 1, R + 1, 16]`` VL per (switch, in slot, out slot, SL); slot 0 is a host
-    port (or, for in slots, the management port 0), slot ``1 + j`` network port index ``j``.
-    VL 0 when entering from slot 0, VL ``1 + SL`` from a switch; SLs no path uses map like
-    SL 0."""
-    n, r = topo.adj.shape
-    per_sl = np.ones(NUM_SLS, dtype=np.uint8)
-    per_sl[:num_sls] = 1 + np.arange(num_sls)
-    out = np.zeros((n, r + 1, r + 1, NUM_SLS), dtype=np.uint8)
-    out[:, 1:, :, :] = per_sl
-    return out
-
-
-def ib_routing(ts: TableSet, lmc: int = 0, seed: int = 1) -> tuple[IbLayers, dict]:
+def ib_routing(ts: TableSet, lmc: int = 0, seed: int = 1,
+               variant: str | None = None) -> tuple[IbLayers, dict]:
     """Layers, SLs and their :func:`verify_ib` report; raises :class:`NotExpressible` when the
-    routing does not fit (too many SLs)."""
-    layers = assign_vls(build_layers(ts, lmc, seed))
+    routing does not fit (too many VLs).  ``variant="ib-native"``: the routing's IB-native
+    variant instead (:func:`tablegen.exports.infiniband.native.native_layers`, LMC 0)."""
+    if variant is None:
+        layers = assign_vls(build_layers(ts, lmc, seed))
+    else:
+        layers = variant_layers(ts, lmc, seed, variant)
     return layers, verify_ib(layers, layers.sl2vl)
+
+
+def variant_layers(ts: TableSet, lmc: int, seed: int, variant: str) -> IbLayers:
+    """The layers of an IB variant (SLs and SL2VL included); :class:`NotExpressible` for a
+    variant that does not exist or takes no LMC/seed."""
+    if variant != VARIANT:
+        raise NotExpressible(f"InfiniBand variant {variant!r}; expected {VARIANT!r}")
+    if lmc or seed != 1:
+        raise NotExpressible(f"the {VARIANT} variant has one layer and no random choice; "
+                             f"expected LMC 0 and seed 1, got LMC {lmc} and seed {seed}")
+    return native_layers(ts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,7 +258,7 @@ def verify_ib(layers: IbLayers, sl2vl: np.ndarray, max_cycle_print: int = 32) ->
     errors: list[str] = []
     rep: dict = {"ok": True, "routing": ts.routing, "topology": topo.name(), "lmc": layers.lmc,
                  "errors": errors, "data_vls": IB_DATA_VLS, "shortcuts": layers.shortcuts,
-                 "vl_scheme": layers.scheme}
+                 "vl_scheme": layers.scheme, "variant": layers.info.get("variant")}
     adj = topo.adj.astype(np.int64)
     hops, err = hop_counts(layers.nxt, adj)
     if err:

@@ -23,9 +23,9 @@ labelled takes that VL, an unlabelled one the first VL, starting from the previo
 the path scheme), whose dependency keeps the one CDG over ``(channel, VL)`` acyclic
 (:func:`~tablegen.exports.infiniband.dynorder.insert_dependency`).  A path that fits no SL
 undoes its edges and labels and the run stops there; the next run starts with the paths
-that stopped earlier runs (at most :data:`RESTARTS` more runs).  The CDG stays acyclic by construction;
-:func:`~tablegen.exports.infiniband.sls.verify_ib` proves the result again from the SL2VL
-array the files are written from.
+that stopped earlier runs (at most :data:`RESTARTS` more runs).  The CDG stays acyclic by
+construction; :func:`~tablegen.exports.infiniband.sls.verify_ib` proves the result again
+from the SL2VL array the files are written from.
 
 Complexity: O(P H) for P paths of H hops plus one incremental order update per new
 dependency (Pearce and Kelly); memory ``N (R+1) R 16`` bytes of labels and ``N R (V-1)``

@@ -15,7 +15,7 @@ from numba import njit
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.infiniband.layers import IbLayers, build_layers
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS, VL_DROP
-from tablegen.exports.infiniband.sls import cdg_summary
+from tablegen.exports.infiniband.sls import cdg_summary, variant_layers
 from tablegen.tables import TableSet
 from tablegen.verify import cdg_edges
 
@@ -252,8 +252,11 @@ def verify_ib_files(f, ts: TableSet, max_cycle_print: int = 32,
     rep: dict = {"ok": False, "source": "files", "dir": str(f.dir), "routing": ts.routing,
                  "topology": ts.topo.name(), "lmc": f.lmc, "seed": seed, "errors": errors,
                  "data_vls": IB_DATA_VLS, "vl_scheme": f.guids.get("ib", {}).get("vl_scheme")}
+    variant = f.guids.get("ib", {}).get("variant")
+    rep["variant"] = variant
     try:
-        layers = build_layers(ts, f.lmc, seed)
+        layers = (build_layers(ts, f.lmc, seed) if variant is None
+                  else variant_layers(ts, f.lmc, seed, variant))
     except NotExpressible as e:
         errors.append(f"the table set has no InfiniBand layers at LMC {f.lmc}: {e}")
         return rep

@@ -63,13 +63,14 @@ def _ib_names(topo: Topology):
     return sw_hex, [f"S-{g}" for g in sw_hex], hn_hex, hp_hex, [f"H-{g}" for g in hn_hex]
 
 
-def ib_layers(ts: TableSet, lmc: int = 0, seed: int = 1):
-    """LMC layers with SLs (:func:`tablegen.exports.infiniband.layers.ib_routing`) and their IB verification
-    report; raises :class:`NotExpressible` when they do not fit or fail verification."""
+def ib_layers(ts: TableSet, lmc: int = 0, seed: int = 1, variant: str | None = None):
+    """LMC layers with SLs (:func:`tablegen.exports.infiniband.sls.ib_routing`; ``variant``:
+    the routing's IB variant) and their IB verification report; raises
+    :class:`NotExpressible` when they do not fit or fail verification."""
     from tablegen.exports.infiniband.sls import ib_routing
 
     lid_plan(ts.topo, lmc)        # the LID budget first: cheap, and the clearest error
-    layers, rep = ib_routing(ts, lmc, seed)
+    layers, rep = ib_routing(ts, lmc, seed, variant)
     if not rep["ok"]:
         raise NotExpressible(f"{ts.routing} on {ts.topo.name()} (LMC {lmc}) fails InfiniBand "
                              f"verification: {rep['errors'][0]}")
@@ -77,7 +78,7 @@ def ib_layers(ts: TableSet, lmc: int = 0, seed: int = 1):
 
 
 def plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: int = 1,
-             prefix: str = "ib/", ib=None) -> list[Job]:
+             prefix: str = "ib/", ib=None, variant: str | None = None) -> list[Job]:
     topo = ts.topo
     n, r = topo.adj.shape
     if "reroute" in ts.params:
@@ -89,7 +90,7 @@ def plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: 
         raise NotExpressible(f"{topo.name()}: a switch has {int(nports.max())} ports; InfiniBand "
                              f"numbers at most {MAX_IB_PORT}")
     plan = lid_plan(topo, lmc)
-    layers, rep = ib if ib is not None else ib_layers(ts, lmc, seed)
+    layers, rep = ib if ib is not None else ib_layers(ts, lmc, seed, variant)
     missing = [f"class {c.name}: LID offsets >= 1 carry it; needs LMC >= 1"
                for c in ts.classes[1:] if lmc == 0]
     names = _ib_names(topo)
@@ -108,7 +109,8 @@ def plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: 
 
 
 def export_ib(ts: TableSet, outdir, *, lmc: int = 0, seed: int = 1,
-              lft_comments: bool | None = None, flat: bool = False, ib=None) -> list[str]:
+              lft_comments: bool | None = None, flat: bool = False, ib=None,
+              variant: str | None = None) -> list[str]:
     """Write the InfiniBand files into ``outdir/ib`` (``flat``: into ``outdir`` itself).
 
     ``lmc``/``seed`` choose the layers (:func:`ib_layers`); ``ib`` passes a
@@ -120,7 +122,8 @@ def export_ib(ts: TableSet, outdir, *, lmc: int = 0, seed: int = 1,
     up to :data:`LFT_COMMENT_LINES` LFT lines (switches x LIDs) and drops it beyond: a
     2064-router Dragonfly would otherwise write 2.8 GB.
     """
-    return run_jobs(outdir, plan_ib(ts, lmc, lft_comments, seed, "" if flat else "ib/", ib))
+    return run_jobs(outdir, plan_ib(ts, lmc, lft_comments, seed, "" if flat else "ib/", ib,
+                                    variant))
 
 
 def _ibsim_limits(topo: Topology, plan: LidPlan) -> dict:
@@ -196,8 +199,11 @@ def _guids_doc(ts: TableSet, plan: LidPlan, names, layers, rep: dict, missing) -
         "lft_class": layers.kinds[0], "not_in_lfts": missing,
         "ibsim_limits": _ibsim_limits(topo, plan),
         "ib": dict({k: rep[k] for k in ("layers", "sls_used", "vls_used", "vl_max",
-                                        "data_vls", "shortcuts", "cdg", "vl_scheme")},
-                   seed=layers.info["seed"]),
+                                        "data_vls", "shortcuts", "cdg", "vl_scheme",
+                                        "variant")},
+                   seed=layers.info["seed"],
+                   **{k: layers.info[k] for k in ("escape_root", "escape_destinations")
+                      if k in layers.info}),
         "switches": switches, "hosts": hosts,
     }
 

@@ -1,0 +1,111 @@
+"""tablegen's ``fabroute ib`` sub-commands: ``ib export`` (the InfiniBand files of a proven
+table set, or of its IB-native variant) and ``ib import`` (IB files read back as a table
+set).  :func:`add_ib_parsers` adds them; exit codes: :mod:`tablegen.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tablegen.cli import console, routing_args, topology_of, verified_tables
+from tablegen.errors import BadInput, NotExpressible
+from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE
+from tablegen.exports.outdir import check_out_dir, replaced_dir
+
+
+def cmd_ib_export(args) -> int:
+    from tablegen.exports.infiniband.lids import lid_plan
+    from tablegen.exports.infiniband.native import VARIANT
+    from tablegen.exports.infiniband.write import export_ib, ib_layers
+    from tablegen.exports.manifest import write_manifest
+    from tablegen.exports.writer import json_chunks, write_in_place
+
+    con = console()
+    variant = VARIANT if args.ib_native else None
+    if variant and (args.lmc or args.seed != 1):
+        raise BadInput(f"ib export: --ib-native with --lmc {args.lmc} --seed {args.seed}; the "
+                       "IB-native variant has one layer and no random choice: expected LMC 0 "
+                       "and seed 1")
+    topo = topology_of(args.spec)
+    try:
+        lid_plan(topo, args.lmc)     # bad input before any work
+    except NotExpressible as e:
+        raise BadInput(f"ib export: --lmc {args.lmc}: {e}") from None
+    ts, rep = verified_tables(topo, args, con, "ib export")
+    if ts is None:
+        return 1
+    what = "IB-native trees" if variant else f"InfiniBand layers (LMC {args.lmc})"
+    try:
+        with con.status(f"{what}, SLs, IB verification…"):
+            ib = ib_layers(ts, args.lmc, args.seed, variant)
+    except NotExpressible as e:
+        raise BadInput(f"ib export: {e}") from None
+    manifest_ib = dict({"lmc": args.lmc, "seed": args.seed, "prefix": ""},
+                       **({"variant": variant} if variant else {}))
+    with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out)) as tmp:
+        files = export_ib(ts, tmp, lmc=args.lmc, seed=args.seed, flat=True, ib=ib)
+        ts.save_npz(tmp / TABLES_NPZ)
+        write_in_place(str(tmp / TOPOLOGY_FILE), json_chunks(topo.to_dict()))
+        write_manifest(tmp, rep, {"json": False, "report": False, "openflow": False,
+                                  "ib": manifest_ib})
+    layers, irep = ib
+    summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": args.lmc,
+               "variant": variant, "files": sorted(Path(f).name for f in files),
+               **{k: irep[k] for k in ("sls_used", "vls_used", "vl_max", "data_vls",
+                                       "vl_scheme")},
+               **{k: layers.info[k] for k in ("escape_destinations",) if k in layers.info},
+               "layers": [{k: lay[k] for k in ("offset", "kind", "max_hops", "hist")}
+                          for lay in irep["layers"]]}
+    print(json.dumps(summary))
+    return 0
+
+
+def cmd_ib_import(args) -> int:
+    """``fabroute ib import DIR --out TABLEDIR`` (:func:`~tablegen.exports.infiniband.imports.
+    import_dir`): exit 1, nothing written, when the LFTs do not deliver every pair."""
+    from tablegen.exports.infiniband.imports import import_dir
+
+    check_out_dir(args.out)
+    try:
+        res = import_dir(Path(args.dir), Path(args.out), args.engine)
+    except BadInput as e:
+        raise BadInput(f"ib import: {e}") from None
+    for e in res.get("errors", ()):
+        print(f"ib import: {e}", file=sys.stderr)
+    if res["ok"]:
+        print(json.dumps(res))
+    return 0 if res["ok"] else 1
+
+
+def add_ib_parsers(ib) -> None:
+    """Add ``export`` and ``import`` to the ``fabroute ib`` sub-parsers."""
+    from tablegen.limits import lmc_option, seed_option
+
+    sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
+                       "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
+    sp.add_argument("spec")
+    routing_args(sp)
+    sp.add_argument("--lmc", type=lmc_option, default=0, help="LIDs per host = 2^LMC (0..7); "
+                    "offset k is routed by layer k (0 = minimal, others the routing's "
+                    "non-minimal paths)")
+    sp.add_argument("--seed", type=seed_option, default=1, help="seed of the Valiant layers' "
+                    "targets, 0 <= SEED < 2**32")
+    sp.add_argument("--ib-native", action="store_true", help="the routing's IB-native variant "
+                    "(labelled so in every file): per destination a tree chosen on the "
+                    "channel dependency graph, nearest the routing's own, and an up*/down* "
+                    "escape layer; for fabrics where the routing's own paths do not fit 8 VLs "
+                    "(LMC 0)")
+    sp.add_argument("--out", required=True)
+    sp.set_defaults(func=cmd_ib_export)
+
+    sp = ib.add_parser("import", help="turn IB files (fabric.net, guids.json, guid2lid, "
+                       "lfts.dump, sl2vl.dump, path-sl.txt in DIR or DIR/ib: an export, or "
+                       "what ib compare read back) into a table set that verify, analyze "
+                       "--throughput-bound and the simulator take; one table per destination "
+                       "host index and LID offset")
+    sp.add_argument("dir")
+    sp.add_argument("--out", required=True, metavar="TABLEDIR")
+    sp.add_argument("--engine", help="name of the router the files come from (recorded)")
+    sp.set_defaults(func=cmd_ib_import)
