@@ -92,7 +92,9 @@ def _add_ib_compare_parser(ib) -> None:
                     f"{','.join(DEFAULT_ENGINES)}; '' for none)")
     sp.add_argument("--routings", help="fabroute routings run as engines fabroute-<routing>, "
                     f"of {','.join(EXPORTABLE)} (default: min, the topology's own, and with "
-                    "--lmc >= 1 its Valiant variant; '' for none)")
+                    "--lmc >= 1 its Valiant variant; '' for none); at LMC 0 a routing whose "
+                    "own paths do not fit 8 VLs runs as its IB-native variant, engine "
+                    "fabroute-<routing>-ib-native")
     sp.add_argument("--lmc", type=lmc_option, default=0, help="LMC of every engine (0..7)")
     sp.add_argument("--seed", type=seed_option, default=1, help="seed of fabroute's Valiant "
                     "layers")
@@ -101,7 +103,8 @@ def _add_ib_compare_parser(ib) -> None:
     sp.add_argument("--max-paths", type=int, default=200_000, help="PathRecords read per "
                     "engine before sampling deterministically (0 = all; default 200000)")
     sp.add_argument("--adversarial", metavar="TRAFFIC", help="traffic of bound_adversarial "
-                    "(default: adversarial on a Slim Fly, worst-case on a Dragonfly, shift)")
+                    "(default: adversarial on a Slim Fly, worst-case on a Dragonfly, "
+                    "transpose on a DSN-F, shift elsewhere)")
     sp.add_argument("--opensm-set", action="append", default=[], metavar="KEY=VALUE",
                     help="an opensm.conf option for every OpenSM engine (repeatable), e.g. "
                          "lash_start_vl=7")

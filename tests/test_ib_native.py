@@ -69,7 +69,7 @@ def test_all_on_one_sl_is_caught_by_both_checks():
     """Negative control: the same trees with every destination on SL 0 (one VL) close a
     cycle; the brute force and verify_ib both find it."""
     layers = native("dsnf:n=128", "dsnf")
-    assert layers.num_sls > 2
+    assert layers.num_sls >= 2
     layers.sl[:] = 0
     assert brute_cdg(layers, layers.sl2vl)[1]
     rep = verify_ib(layers, layers.sl2vl)
@@ -78,13 +78,13 @@ def test_all_on_one_sl_is_caught_by_both_checks():
 
 def test_native_stays_near_the_routing_where_it_fits():
     """Where the routing's own trees fit the layers (DSN-F n = 64: no escape), most
-    next hops are the routing's own and the average path is no longer than its own + 10 %."""
+    next hops are the routing's own and the average path is no longer than its own."""
     layers = native("dsnf:n=64", "dsnf")
     base = build_layers(layers.ts, 0)
     assert layers.info["escape_destinations"] == 0
     off = ~np.eye(64, dtype=bool)
-    assert (layers.nxt[0][off] == base.nxt[0][off]).mean() > 0.8
-    assert layers.hops[0][off].mean() <= 1.1 * base.hops[0][off].mean()
+    assert (layers.nxt[0][off] == base.nxt[0][off]).mean() > 0.7
+    assert layers.hops[0][off].mean() <= base.hops[0][off].mean()
 
 
 def test_cli_exports_the_variant_labelled_and_bound_to_its_proof(tmp_path, capsys):

@@ -580,7 +580,8 @@ def _compare_path_sl(ts: IbFiles, pairs, answers, total: int, stride: int,
             exp = 0            # no rule: the plugin leaves OpenSM's SL (0)
         a = next(answers).split()
         got, err = (int(a[1]), None) if a[0] == "ok" else (None, a[-1])
-        sls[got] += got is not None
+        if got is not None:
+            sls[got] += 1
         if got != exp:
             mism += 1
             errors += err is not None

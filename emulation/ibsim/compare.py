@@ -7,8 +7,9 @@ For the fabric ``fabroute ib export SPEC`` writes (``fabric.net``, our GUIDs and
   it (``opensm -R <engine>``, QoS on, fallback to minhop allowed and detected in the log);
 * every fabroute routing (``--routings``) is exported
   (:func:`tablegen.exports.infiniband.write.export_ib`) and loaded with our plugin by
-  :func:`emulation.ibsim.apply.apply` (the engine
-  ``fabroute-<routing>``), which also proves the read-back equal to the files;
+  :func:`emulation.ibsim.apply.apply` (the engine ``fabroute-<routing>``, or
+  ``fabroute-<routing>-ib-native`` where only the IB-native variant fits 8 VLs), which also
+  proves the read-back equal to the files;
 * what each engine left in the fabric — every LFT, SL2VL row and PathRecord SL — is written as
   IB files (:func:`~emulation.ibsim.engines.write_readback`), imported into a table set
   (:mod:`tablegen.exports.infiniband.imports`) and measured: IB verification of the files
@@ -35,6 +36,7 @@ from emulation.ibsim import apply as ib
 from emulation.ibsim.engines import (DEFAULT_ENGINES, OPENSM_ENGINES, parse_log, run_engine,
                                      write_readback)
 from tablegen.errors import BadInput, NotExpressible, RunFailed
+from tablegen.exports.infiniband.native import VARIANT
 
 KEYS = ("engine", "subnet_up", "fell_back_to", "seconds", "sls", "vls", "deadlock_free",
         "max_hops", "avg_hops", "bound_uniform", "bound_adversarial")
@@ -94,11 +96,13 @@ def check_args(topo, engines, routings, lmc: int, adversarial: str) -> None:
         raise BadInput(f"ib compare: --adversarial: {e}") from None
 
 
-def export_routing(topo, routing: str, lmc: int, seed: int, dest: Path) -> None:
+def export_routing(topo, routing: str, lmc: int, seed: int, dest: Path,
+                   variant: str | None = None) -> None:
     """What ``fabroute ib export`` writes for ``routing`` (tables built, verified, tightened,
     layers and SLs proven, then :func:`export_ib` and the table set beside it) into the new
-    directory ``dest``.  :class:`NotExpressible` when InfiniBand cannot carry the routing
-    (e.g. more than 8 VLs); :class:`RunFailed` when the tables fail verification."""
+    directory ``dest``; ``variant``: its IB variant (``ib export --ib-native``).
+    :class:`NotExpressible` when InfiniBand cannot carry the routing (e.g. more than 8 VLs);
+    :class:`RunFailed` when the tables fail verification."""
     from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE
     from tablegen.exports.infiniband.write import export_ib, ib_layers
     from tablegen.exports.manifest import write_manifest
@@ -111,13 +115,14 @@ def export_routing(topo, routing: str, lmc: int, seed: int, dest: Path) -> None:
     if not rep.ok:
         raise RunFailed(f"{routing} on {topo.name()} fails verification: {rep.errors[0]}")
     tighten(ts, rep)
-    layers = ib_layers(ts, lmc, seed)
+    layers = ib_layers(ts, lmc, seed, variant)
     dest.mkdir(parents=True)
     export_ib(ts, dest, lmc=lmc, seed=seed, flat=True, ib=layers)
     ts.save_npz(dest / TABLES_NPZ)
     write_in_place(str(dest / TOPOLOGY_FILE), json_chunks(topo.to_dict()))
     write_manifest(dest, rep, {"json": False, "report": False, "openflow": False,
-                               "ib": {"lmc": lmc, "seed": seed, "prefix": ""}})
+                               "ib": dict({"lmc": lmc, "seed": seed, "prefix": ""},
+                                          **({"variant": variant} if variant else {}))})
 
 
 def measure(name: str, values: dict, base, pairs, work: Path, adversarial: str) -> dict:
@@ -192,14 +197,13 @@ def opensm_engine(engine: str, base, pairs, work: Path, timeout: float, options:
     return res
 
 
-def fabroute_engine(routing: str, export: Path, base, pairs, work: Path, timeout: float,
+def fabroute_engine(name: str, export: Path, base, pairs, work: Path, timeout: float,
                     max_paths: int, adversarial: str, total: int) -> dict:
     """One fabroute routing: loaded by ``ib apply`` (plugin engine), read back, measured.
     ``mismatches`` (extra key) when OpenSM or the switches hold other than the files.  When
     only a sample of the ``total`` path SLs was read and it matched the files, the files
     themselves — every path SL — are what the fabric holds: ``deadlock_free`` is their proof
     (:func:`~tablegen.exports.infiniband.verify_files.verify_ib_files`)."""
-    name = FABROUTE + routing
     values: dict = {}
     head = {"engine": name, "subnet_up": False, "fell_back_to": None, "seconds": None}
     logs = err = rep = None
@@ -263,8 +267,9 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
             max_paths: int = ib.MAX_PATHS, options: dict | None = None,
             adversarial: str | None = None, log=lambda msg: None) -> dict:
     """Run every engine on the ibsim fabric of ``spec`` and measure it (module doc).
-    ``routings`` None: :func:`default_routings` (those InfiniBand cannot carry at ``lmc`` are
-    left out; a routing named explicitly is reported with ``error`` instead).  ``timeout``:
+    ``routings`` None: :func:`default_routings`.  A routing InfiniBand cannot carry at LMC 0
+    runs as its IB-native variant (engine ``fabroute-<routing>-ib-native``); at a higher LMC
+    it is left out, or reported with ``error`` when named explicitly.  ``timeout``:
     seconds from OpenSM's start to ``SUBNET UP`` per engine; ``options``: opensm.conf lines
     for every OpenSM engine; ``adversarial``: the traffic of ``bound_adversarial`` (default
     :func:`adversarial_traffic`).  :class:`BadInput` before anything runs.
@@ -291,16 +296,24 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
     with _work_dir(Path(out) if out is not None else None) as work:
         exports = work / "exports"
         exports.mkdir()
+        named = {}          # routing -> engine name of what was exported
         for r in [*routings, *(["min"] if "min" not in routings else [])]:
             t0 = time.perf_counter()
+            named[r] = FABROUTE + r
             try:
-                export_routing(topo, r, lmc, seed, exports / (FABROUTE + r))
-            except (NotExpressible, RunFailed) as e:
+                export_routing(topo, r, lmc, seed, exports / named[r])
+            except NotExpressible as e:
+                if lmc:
+                    skipped[r] = str(e)
+                else:       # the routing's own paths do not fit: its IB-native variant
+                    named[r] = f"{FABROUTE}{r}-{VARIANT}"
+                    export_routing(topo, r, lmc, seed, exports / named[r], VARIANT)
+            except RunFailed as e:
                 skipped[r] = str(e)
-            log(f"export {r}: {time.perf_counter() - t0:.2f} s")
+            log(f"export {named[r]}: {time.perf_counter() - t0:.2f} s")
         if "min" in skipped:
             raise RunFailed(f"ib compare: the fabric itself cannot be exported: {skipped['min']}")
-        base = load_ib_files(exports / (FABROUTE + "min"))
+        base = load_ib_files(exports / named["min"])
         pairs, total, _ = ib.path_pairs(base, max_paths)
         for e in engines:
             t0 = time.perf_counter()
@@ -315,9 +328,9 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
                                            f"not exported: {skipped[r]}"))
                 continue
             t0 = time.perf_counter()
-            results.append(fabroute_engine(r, exports / (FABROUTE + r), base, pairs, work,
+            results.append(fabroute_engine(named[r], exports / named[r], base, pairs, work,
                                            timeout, max_paths, adversarial, total))
-            log(f"{FABROUTE}{r}: {time.perf_counter() - t0:.2f} s")
+            log(f"{named[r]}: {time.perf_counter() - t0:.2f} s")
         doc = {"engines": results}
         if out is not None:
             (work / "compare.json").write_text(json.dumps(doc, indent=1) + "\n")

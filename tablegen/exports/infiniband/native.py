@@ -8,22 +8,30 @@ HPDC 2016): the paths are chosen on the CDG instead of fitted to it afterwards.
 
 * One layer (LMC 0); every destination switch ``d`` gets one tree and one SL, and its paths
   the path scheme's VLs: VL 0 on the hop from a host, VL ``1 + SL`` after it.
-* SLs ``0 .. K-2`` (*regular layers*): per destination, first fit.  The tree of ``d`` in
-  layer ``l`` grows from ``d``, switches taken in the order of their hop count toward ``d``
-  on the routing's own tree (layer 0 of :func:`~tablegen.exports.infiniband.layers.build_layers`);
-  a switch attaches to its own next hop when that one is in the tree already, else to the
-  shallowest tree neighbour, provided the dependency the attachment creates keeps layer
-  ``l``'s CDG acyclic (:func:`~tablegen.exports.infiniband.dynorder.insert_dependency`).
+* SLs ``0 .. K-2`` (*regular layers*): per destination, first fit; destinations in the
+  up*/down* rank order below (from the centre out).  The tree of ``d`` in layer ``l`` grows
+  from ``d``, switches taken in the order of their hop count toward ``d`` on the routing's
+  own tree (layer 0 of :func:`~tablegen.exports.infiniband.layers.build_layers`).  A switch
+  attaches to a tree neighbour, candidates in the order: its own next hop, then by depth —
+  first to one whose dependency exists already, else to the first whose new dependency keeps
+  layer ``l``'s CDG acyclic (:func:`~tablegen.exports.infiniband.dynorder.insert_dependency`).
   Only a switch's *first child* creates one: ``(y -> parent(y)) -> (parent(y) -> ...)``;
   a leaf's only hop is its first, on VL 0.  A destination whose tree does not span every
   switch in a layer undoes that layer's new dependencies and tries the next.
 * SL ``K-1`` (*escape layer*): an up*/down* tree (Schroeder et al., Autonet, 1991) toward
   ``d``, ranks by BFS level from a centre switch: a switch whose down-only path to ``d`` is
-  shortest keeps it, every other goes up first (shortest such path).  No path turns from
-  down to up, so the escape layer's CDG is acyclic whatever the destinations.
+  shortest keeps it, every other goes up first (shortest such path); ties go to the channel
+  fewest earlier trees load.  No path turns from down to up, so the escape layer's CDG is
+  acyclic whatever the destinations.
 
-So the variant is deadlock-free by construction; :func:`~tablegen.exports.infiniband.sls.verify_ib`
-proves it again, and ``verify`` proves the files.  What it costs is path length: a tree
+Both orders were chosen by measurement on DSN-F n = 1,024 (docs/ib-routing.md): reusing
+dependencies leaves room for later destinations (fewer escape trees), and placing the
+destinations near the centre first leaves the escape trees to the outer ones, whose
+up*/down* paths crowd the root less — the uniform-traffic bound rises by half.
+
+So the variant is deadlock-free by construction;
+:func:`~tablegen.exports.infiniband.sls.verify_ib` proves it again, and ``verify`` proves
+the files.  What it costs is path length: a tree
 off the routing's own path is longer (the measurements are in ``docs/ib-routing.md``).
 
 Complexity: per destination and layer tried, O(N R) to grow the tree plus one
@@ -127,8 +135,9 @@ def _trees(pref, phops, adj, peer, K, udr, nxt, sl):
     added = np.empty(n, dtype=np.int64)
     todo = np.empty(n, dtype=np.int64)
     cand = np.empty(R, dtype=np.int64)
+    load = np.zeros(C, dtype=np.int64)     # sources routed over each channel so far
     tick = 0
-    for d in range(n):
+    for d in np.argsort(udr):
         ordr = np.argsort(phops[:, d], kind="mergesort")
         placed = False
         for lay in range(K - 1):
@@ -164,7 +173,16 @@ def _trees(pref, phops, adj, peer, K, udr, nxt, sl):
                             cand[k] = j
                             nc += 1
                     got = -1
+                    for c in range(nc):     # first a parent that needs no new dependency
+                        y = adj[z, cand[c]]
+                        if (y == d or child[y] or adj[y, par[y]] == d
+                                or g[lay, y * R + par[y], par[adj[y, par[y]]] >> 3]
+                                & (1 << (par[adj[y, par[y]]] & 7))):
+                            got = cand[c]
+                            break
                     for c in range(nc):
+                        if got >= 0:
+                            break
                         y = adj[z, cand[c]]
                         if y == d or child[y]:
                             got = cand[c]          # no new dependency
@@ -195,6 +213,7 @@ def _trees(pref, phops, adj, peer, K, udr, nxt, sl):
                 for u in range(n):
                     if u != d:
                         nxt[u, d] = par[u]
+                _add_load(adj, par, depth, d, load, todo, work)
                 sl[d] = lay
                 placed = True
                 break
@@ -202,7 +221,8 @@ def _trees(pref, phops, adj, peer, K, udr, nxt, sl):
                 a, jj = added[q] // R, added[q] % R
                 g[lay, a, jj >> 3] &= ~np.uint8(1 << (jj & 7))
         if not placed:
-            _escape_tree(adj, peer, udr, d, par, depth, todo)
+            _escape_tree(adj, udr, d, par, depth, todo, load)
+            _add_load(adj, par, depth, d, load, todo, work)
             for u in range(n):
                 if u != d:
                     nxt[u, d] = par[u]
@@ -210,15 +230,41 @@ def _trees(pref, phops, adj, peer, K, udr, nxt, sl):
 
 
 @njit(cache=True)
-def _escape_tree(adj, peer, udr, d, par, depth, q):
+def _add_load(adj, par, depth, d, load, order, count):
+    """Add to ``load[u * R + j]`` the number of sources whose path toward ``d`` takes that
+    channel (subtree sizes, deepest switches first)."""
+    n, R = adj.shape
+    m = 0
+    for u in range(n):
+        if u != d:
+            order[m] = u
+            m += 1
+    keys = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        keys[i] = -depth[order[i]]
+    idx = np.argsort(keys, kind="mergesort")
+    for u in range(n):
+        count[u] = 1
+    for i in range(m):
+        u = order[idx[i]]
+        load[u * R + par[u]] += count[u]
+        count[adj[u, par[u]]] += count[u]
+
+
+@njit(cache=True)
+def _escape_tree(adj, udr, d, par, depth, q, load):
     """Up*/down* tree toward ``d`` into ``par`` (port toward the parent): the switches whose
     down-only path is shortest (BFS from ``d`` against down hops) keep it; the others take
     the shortest path that goes up first, found by a BFS that merges the down-only switches
-    (in order of their depth) with the ones it reaches going up."""
+    (in order of their depth) with the ones it reaches going up.  Among parents of equal
+    depth a switch takes the channel with the least ``load`` (up*/down* gathers paths near
+    the root; spreading ties spreads them)."""
     n, R = adj.shape
+    down = np.zeros(n, dtype=np.bool_)
     par[:] = -1
     depth[:] = -1
     depth[d] = 0
+    down[d] = True
     q[0] = d
     h, t = 0, 1
     while h < t:                      # down-only: u -> v goes down when u ranks lower
@@ -227,8 +273,8 @@ def _escape_tree(adj, peer, udr, d, par, depth, q):
         for j in range(R):
             u = adj[v, j]
             if u >= 0 and depth[u] < 0 and udr[u] < udr[v]:
-                par[u] = peer[v, j]
                 depth[u] = depth[v] + 1
+                down[u] = True
                 q[t] = u
                 t += 1
     na = t
@@ -243,7 +289,21 @@ def _escape_tree(adj, peer, udr, d, par, depth, q):
         for j in range(R):
             u = adj[v, j]
             if u >= 0 and depth[u] < 0 and udr[u] > udr[v]:   # u -> v goes up
-                par[u] = peer[v, j]
                 depth[u] = depth[v] + 1
                 q[tb] = u
                 tb += 1
+    for u in range(n):                # the least loaded parent one hop closer
+        if u == d:
+            continue
+        best = -1
+        for j in range(R):
+            v = adj[u, j]
+            if v < 0 or depth[v] != depth[u] - 1:
+                continue
+            if down[u] and not (down[v] and udr[u] < udr[v]):
+                continue              # a down-only path continues down-only
+            if not down[u] and udr[u] < udr[v] and not down[v]:
+                continue              # going down, then only down
+            if best < 0 or load[u * R + j] < load[u * R + best]:
+                best = j
+        par[u] = best
