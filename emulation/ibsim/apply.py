@@ -4,8 +4,9 @@
 --formats ib`` (in ``DIR/ib``): ``fabric.net``, ``guids.json``, ``guid2lid``, ``lfts.dump``,
 ``sl2vl.dump``, ``path-sl.txt``, read by :mod:`tablegen.exports.infiniband.read`.  It checks
 them against each other (bad input: exit 2, nothing started), builds our OpenSM plugin
-(``controller/opensm/``) and bulk reader (beside this module), cached by source hash, starts ``ibsim`` and OpenSM 3.3.23 with the routing engine ``fabroute`` (the
-``file`` engine's LFTs plus our ``update_sl2vl`` / ``path_sl`` hooks), waits for
+(``controller/opensm/``) and bulk reader (beside this module), cached by source hash, starts
+``ibsim`` and OpenSM 3.3.23 with the routing engine ``fabroute`` (the ``file`` engine's LFTs
+plus our ``update_sl2vl`` / ``path_sl`` hooks), waits for
 ``SUBNET UP`` and reads back, with ONE ``fabroute_ibread`` process (pipelined MADs, directed
 routes from the SM's HCA, so the read does not depend on the LFTs under test):
 
@@ -14,7 +15,9 @@ routes from the SM's HCA, so the read does not depend on the LFTs under test):
 * every SL2VL table OpenSM programmed (each switch's (in, out) pairs, each CA port) straight
   from the simulated switches (SubnGet SLtoVLMappingTable),
 * PathRecord SLs from OpenSM's SA (SubnAdmGet PathRecord by SLID/DLID) for every (source HCA,
-  destination port, LID offset) triple, or a deterministic sample above ``max_paths``,
+  destination port, LID offset) triple, or a deterministic sample above ``max_paths``: the
+  triples as arrays, the queries streamed to the reader and its answers parsed as they come
+  (:mod:`emulation.ibsim.readback`; no Python object per triple),
 
 compares them with the files and stops OpenSM, then ibsim, by PID (also on errors and Ctrl-C).
 ``docs/infiniband.md`` describes it all.
@@ -35,7 +38,11 @@ import time
 from collections import Counter, deque
 from pathlib import Path
 
+import numpy as np
+
 from controller import opensm as opensm_plugin
+from emulation.ibsim.readback import (CHUNK, NO_SL, PAIR_DTYPE, Answers, PathSlTable,
+                                      path_queries, run_reader, sls_used)
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.infiniband.limits import NO_PORT
 from tablegen.exports.infiniband.read import IbFiles, load_ib_files
@@ -161,20 +168,30 @@ def path_pairs(ts: IbFiles, max_paths: int = MAX_PATHS):
     read back: every source HCA to every other HCA (each LID offset) and to every switch —
     or, above ``max_paths``, every k-th triple of that list (k = ceil(total / max_paths)),
     starting at the source's index mod k, so each source, each destination and each offset
-    gets its share.  Returns (triples, total, k)."""
+    gets its share.  Returns (triples, total, k); triples: a :data:`PAIR_DTYPE` array
+    (``src``, ``dst``: hosts first, then switches; ``off``), 12 bytes a triple, in that
+    order.  O(triples), built in blocks of about :data:`CHUNK` triples."""
     hosts, switches = ts.guids["hosts"], ts.guids["switches"]
     n_h, n_s, n_off = len(hosts), len(switches), 1 << ts.lmc
-    per_src = (n_h - 1) * n_off + n_s
+    n_hd = (n_h - 1) * n_off                       # a source's triples towards other HCAs
+    per_src = n_hd + n_s
     total = n_h * per_src
     k = max(1, math.ceil(total / max_paths)) if max_paths else 1
-    out = []
-    for i in range(n_h):
-        for j in range(i % k, per_src, k):
-            if j < (n_h - 1) * n_off:
-                d, off = divmod(j, n_off)
-                out.append((i, d + (d >= i), off))
-            else:
-                out.append((i, n_h + j - (n_h - 1) * n_off, 0))
+    first = np.arange(n_h, dtype=np.int64) % k
+    cnt = np.maximum(0, (per_src - first + k - 1) // k)     # len(range(first, per_src, k))
+    start = np.concatenate([[0], np.cumsum(cnt)])
+    out = np.empty(int(start[-1]), dtype=PAIR_DTYPE)
+    step = max(1, CHUNK // max(1, math.ceil(per_src / k)))
+    for h0 in range(0, n_h, step):
+        h1 = min(n_h, h0 + step)
+        src = np.repeat(np.arange(h0, h1), cnt[h0:h1])
+        j = first[src] + k * (np.arange(start[h0], start[h1]) - start[src])
+        d, off = np.divmod(j, n_off)
+        to_host = j < n_hd
+        rows = out[start[h0]:start[h1]]
+        rows["src"] = src
+        rows["dst"] = np.where(to_host, d + (d >= src), n_h + j - n_hd)
+        rows["off"] = np.where(to_host, off, 0)
     return out, total, k
 
 
@@ -445,14 +462,16 @@ def apply(d, *, load: str | os.PathLike | None = None,
 
 
 def read_back(tools: Path, cwd: Path, env: dict, expected: IbFiles, pairs, timeout: float,
-              report: dict) -> tuple[list[str], list, list]:
+              report: dict) -> tuple[Answers, list, list]:
     """Every LFT block and SL2VL row of ``expected`` from the switches and every PathRecord of
-    ``pairs`` from the SA, with one ``fabroute_ibread`` (umad2sim client ``env``, working
-    directory ``cwd``) on directed routes from guids.json.  Returns (answers, LFT keys,
-    SL2VL keys) for :func:`compare_read`; sets ``report["readback"]``; raises
-    :class:`RunFailed` when the reader fails."""
+    ``pairs`` (:func:`path_pairs`) from the SA, with one ``fabroute_ibread`` (umad2sim client
+    ``env``, working directory ``cwd``) on directed routes from guids.json.  The queries are
+    streamed to it block by block and its answers parsed as they come (PathRecord SLs straight
+    into an array): memory O(switches x LID blocks + SL2VL rows) plus a byte per triple.
+    Returns (answers, LFT keys, SL2VL keys) for :func:`compare_read`; sets
+    ``report["readback"]``; raises :class:`RunFailed` when the reader fails or does not
+    finish within ``timeout`` + (queries / 2000) seconds."""
     sw_routes, ca_routes = dr_paths(expected.guids)
-    guids = expected.guids
     queries, lft_keys, sl_keys = [], [], []
     top = max((lid for e in expected.lfts.values() for lid in e), default=0)
     for g in expected.lfts:
@@ -460,44 +479,32 @@ def read_back(tools: Path, cwd: Path, env: dict, expected: IbFiles, pairs, timeo
         if route is not None:
             for block in range(top // 64 + 1):
                 lft_keys.append((g, block))
-                queries.append(f"L {route} {block}")
+                queries.append(f"L {route} {block}\n")
     for g, (kind, rows) in expected.sl2vl.items():
         route = sw_routes.get(g) if kind == "Switch" else ca_routes.get(g)
         for (i, o) in rows:
             sl_keys.append((g, i, o, route))
             if route is not None:
-                queries.append(f"S {route} {(i << 8 | o) if kind == 'Switch' else 0}")
-    hosts, switches = guids["hosts"], guids["switches"]
-    n_h = len(hosts)
-    for i, j, off in pairs:
-        dst = hosts[j] if j < n_h else switches[j - n_h]
-        queries.append(f"P {hosts[i]['lid']} {dst['lid'] + off}")
-    try:
-        res = subprocess.run([str(tools / "fabroute_ibread"), str(READ_TIMEOUT_MS),
-                              str(READ_WINDOW)], cwd=cwd, env=env,
-                             input="\n".join(queries).encode() + b"\n", capture_output=True,
-                             timeout=timeout + len(queries) / 2_000)
-    except subprocess.TimeoutExpired:
-        raise RunFailed("fabroute_ibread did not finish in time", report) from None
-    answers = res.stdout.decode(errors="replace").splitlines()
-    if res.returncode != 0 or len(answers) != len(queries):
-        raise RunFailed(f"fabroute_ibread exited with status {res.returncode} after "
-                        f"{len(answers)} of {len(queries)} answers",
-                        dict(report, log_tail=res.stderr.decode(errors="replace")
-                             .splitlines()[-LOG_TAIL:]))
+                queries.append(f"S {route} {(i << 8 | o) if kind == 'Switch' else 0}\n")
+    n_all = len(queries) + len(pairs)
+    chunks = itertools.chain(["".join(queries).encode()], path_queries(expected, pairs))
+    answers = run_reader([str(tools / "fabroute_ibread"), str(READ_TIMEOUT_MS),
+                          str(READ_WINDOW)], cwd, env, chunks, len(queries), len(pairs),
+                         timeout + n_all / 2_000, report, FIRST_MISMATCHES, LOG_TAIL)
     report["readback"] = {"lft_block_smps": len(lft_keys),
                           "sl2vl_smps": sum(1 for k in sl_keys if k[3] is not None),
                           "path_records": len(pairs), "processes": 1}
     return answers, lft_keys, sl_keys
 
 
-def compare_read(expected: IbFiles, answers, lft_keys, sl_keys, paths) -> tuple[dict, dict]:
+def compare_read(expected: IbFiles, answers: Answers, lft_keys, sl_keys,
+                 paths) -> tuple[dict, dict]:
     """The ``lft``, ``sl2vl`` and ``path_sl`` parts of a report from :func:`read_back`'s
     answers (``paths``: ``(pairs, pairs_total, stride, max_paths)``), and the LFTs read
     (``{switch GUID: {LID: port}}``)."""
     pairs, pairs_total, stride, max_paths = paths
     names = {int(s["guid"], 16): s["name"] for s in expected.guids["switches"]}
-    it = iter(answers)
+    it = iter(answers.lines)
     actual_lfts: dict[int, dict[int, int]] = {}
     for g, block in lft_keys:
         a = next(it).split()
@@ -506,19 +513,20 @@ def compare_read(expected: IbFiles, answers, lft_keys, sl_keys, paths) -> tuple[
                 (block * 64 + k, int(p)) for k, p in enumerate(a[1:]) if block or k)
     parts = {"lft": compare_lfts(expected.lfts, actual_lfts, names),
              "sl2vl": _compare_sl2vl(expected, sl_keys, it),
-             "path_sl": _compare_path_sl(expected, pairs, it, pairs_total, stride,
+             "path_sl": _compare_path_sl(expected, pairs, answers, pairs_total, stride,
                                          max_paths)}
     return parts, actual_lfts
 
 
-def read_values(expected: IbFiles, answers, lft_keys, sl_keys, pairs) -> dict:
+def read_values(expected: IbFiles, answers: Answers, lft_keys, sl_keys, pairs) -> dict:
     """The values :func:`read_back`'s answers hold, compared with nothing: ``lfts`` ``{switch
     GUID: {LID: port}}`` (switches whose blocks could not be read are absent), ``sl2vl``
-    ``{node GUID: {(in, out): 16 VLs or None when unread}}``, ``path_sls`` (one SL or None per
-    triple of ``pairs``) and ``errors`` (count of failed queries per kind).  O(answers)."""
-    it = iter(answers)
+    ``{node GUID: {(in, out): 16 VLs or None when unread}}``, ``path_sls`` (``int8``, one SL
+    per triple of ``pairs``, :data:`NO_SL` when unread) and ``errors`` (count of failed
+    queries per kind).  O(LFT and SL2VL answers); the path SLs are not copied."""
+    it = iter(answers.lines)
     lfts: dict[int, dict[int, int]] = {}
-    errors = {"lft": 0, "sl2vl": 0, "path_sl": 0}
+    errors = {"lft": 0, "sl2vl": 0, "path_sl": answers.path_errors}
     for g, block in lft_keys:
         a = next(it).split()
         if a[0] == "ok":
@@ -534,12 +542,7 @@ def read_values(expected: IbFiles, answers, lft_keys, sl_keys, pairs) -> dict:
             got = tuple(int(x) for x in a[1:]) if a[0] == "ok" else None
         errors["sl2vl"] += got is None
         sl2vl.setdefault(g, {})[(i, o)] = got
-    path_sls = []
-    for _ in pairs:
-        a = next(it).split()
-        path_sls.append(int(a[1]) if a[0] == "ok" else None)
-        errors["path_sl"] += a[0] != "ok"
-    return {"lfts": lfts, "sl2vl": sl2vl, "path_sls": path_sls, "errors": errors}
+    return {"lfts": lfts, "sl2vl": sl2vl, "path_sls": answers.path_sls, "errors": errors}
 
 
 def _compare_sl2vl(ts: IbFiles, keys, answers) -> dict:
@@ -565,36 +568,43 @@ def _compare_sl2vl(ts: IbFiles, keys, answers) -> dict:
             "first_mismatches": listed}
 
 
-def _compare_path_sl(ts: IbFiles, pairs, answers, total: int, stride: int,
+def _compare_path_sl(ts: IbFiles, pairs, answers: Answers, total: int, stride: int,
                      max_paths: int) -> dict:
+    """The ``path_sl`` part of the report: each triple's SL read against the first matching
+    rule of the files (:class:`PathSlTable`), in blocks of 16 x :data:`CHUNK` triples.
+    O(triples log rules), memory O(block)."""
     hosts, switches = ts.guids["hosts"], ts.guids["switches"]
     n_h = len(hosts)
-    mism, listed, errors, no_rule, sls = 0, [], 0, 0, Counter()
-    for i, j, off in pairs:
+    table, got = PathSlTable(ts), answers.path_sls
+    mism = no_rule = 0
+    first: dict[int, int] = {}            # triple index -> expected SL, first mismatches
+    for a in range(0, len(pairs), CHUNK * 16):
+        p = pairs[a:a + CHUNK * 16]
+        exp, ruled = table.sls(p["src"], p["dst"], p["off"])
+        no_rule += len(p) - int(np.count_nonzero(ruled))
+        bad = got[a:a + len(p)] != exp
+        mism += int(np.count_nonzero(bad))
+        for k in np.flatnonzero(bad)[:max(0, FIRST_MISMATCHES - len(first))].tolist():
+            first[a + k] = int(exp[k])
+    listed = []
+    for t, exp in first.items():
+        i, j, off = (int(x) for x in pairs[t])
         src = int(hosts[i]["port_guid"], 16)
         dst_rec = hosts[j] if j < n_h else switches[j - n_h]
         dst = int(dst_rec["port_guid"] if j < n_h else dst_rec["guid"], 16)
-        exp = ts.path_sl.sl(src, dst, off)
-        if exp is None:
-            no_rule += 1
-            exp = 0            # no rule: the plugin leaves OpenSM's SL (0)
-        a = next(answers).split()
-        got, err = (int(a[1]), None) if a[0] == "ok" else (None, a[-1])
-        if got is not None:
-            sls[got] += 1
-        if got != exp:
-            mism += 1
-            errors += err is not None
-            if len(listed) < FIRST_MISMATCHES:
-                listed.append({"src": f"0x{src:016x}", "src_name": hosts[i]["name"],
-                               "dst": f"0x{dst:016x}", "dst_name": dst_rec["name"],
-                               "slid": hosts[i]["lid"], "dlid": dst_rec["lid"] + off,
-                               "offset": off, "expected": exp, "actual": got,
-                               **({"error": err} if err else {})})
+        sl = int(got[t])
+        err = answers.reasons.get(t, "") if sl == NO_SL else None
+        listed.append({"src": f"0x{src:016x}", "src_name": hosts[i]["name"],
+                       "dst": f"0x{dst:016x}", "dst_name": dst_rec["name"],
+                       "slid": hosts[i]["lid"], "dlid": dst_rec["lid"] + off,
+                       "offset": off, "expected": exp, "actual": None if err is not None else sl,
+                       **({"error": err} if err else {})})
+    counts = np.bincount(got[got >= 0], minlength=1)
     return {"pairs_total": total, "entries": len(pairs), "sampled": stride > 1,
             "sample": (f"every {stride}th (source HCA, destination, offset) triple, starting at "
                        f"the source index mod {stride} (max_paths={max_paths})"
                        if stride > 1 else "all"),
-            "no_rule": no_rule, "mismatches": mism, "read_errors": errors,
-            "sls_read": {str(v): n for v, n in sorted(sls.items()) if n},
+            "no_rule": no_rule, "mismatches": mism,
+            "read_errors": int(np.count_nonzero(got < 0)),
+            "sls_read": {str(v): int(n) for v, n in enumerate(counts.tolist()) if n},
             "first_mismatches": listed}

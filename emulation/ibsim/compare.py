@@ -136,7 +136,7 @@ def measure(name: str, values: dict, base, pairs, work: Path, adversarial: str) 
     from tablegen.exports.infiniband.read import load_ib_files
     from tablegen.verify import verify_stored
 
-    out: dict = {"sls": len({s for s in values["path_sls"] if s is not None}), "vls": None,
+    out: dict = {"sls": ib.sls_used(values["path_sls"]), "vls": None,
                  "deadlock_free": False, "max_hops": None, "avg_hops": None,
                  "bound_uniform": None, "bound_adversarial": None}
     rb = work / f".readback-{name}"

@@ -200,12 +200,12 @@ def _merged(a: dict, b: dict, files: IbFiles) -> dict:
     lfts.update((g, e) for g, e in b["lfts"].items() if g not in lfts)
     sl2vl = {g: {k: v if v is not None else b["sl2vl"].get(g, {}).get(k)
                  for k, v in rows.items()} for g, rows in a["sl2vl"].items()}
-    sls = [x if x is not None else y for x, y in zip(a["path_sls"], b["path_sls"])]
+    sls = np.where(a["path_sls"] != ib.NO_SL, a["path_sls"], b["path_sls"])
     want = fabric_lids(files.guids).keys()
     errors = {"lft": sum(not want <= lfts.get(int(s["guid"], 16), {}).keys()
                          for s in files.guids["switches"]),
               "sl2vl": sum(v is None for rows in sl2vl.values() for v in rows.values()),
-              "path_sl": sum(x is None for x in sls)}
+              "path_sl": int(np.count_nonzero(sls == ib.NO_SL))}
     return {"lfts": lfts, "sl2vl": sl2vl, "path_sls": sls, "errors": errors}
 
 
@@ -216,9 +216,11 @@ def write_readback(values: dict, base: IbFiles, pairs, dest: Path, title: str) -
     one that could not be read maps every SL to VL 15), ``path-sl.txt`` (the SL of every triple
     read, compacted by :func:`~tablegen.exports.infiniband.write.path_sl_rows`; triples not
     read — a sample on a large fabric — take the most common SL read), and the fabric's
-    ``fabric.net``, ``guids.json`` and ``guid2lid`` copied from ``base``.  Returns the
-    problems to report (counts of what could not be read).  O(switches x LIDs + rows +
-    triples)."""
+    ``fabric.net``, ``guids.json`` and ``guid2lid`` copied from ``base``.  ``pairs``: the
+    triples of :func:`emulation.ibsim.apply.path_pairs`, ``values["path_sls"]`` their SLs
+    (:data:`~emulation.ibsim.apply.NO_SL`: not read).  Returns the problems to report (counts
+    of what could not be read).  O(switches x LIDs + rows + triples), vectorised over the
+    triples."""
     from tablegen.exports.infiniband.write import path_sl_rows
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -255,15 +257,14 @@ def write_readback(values: dict, base: IbFiles, pairs, dest: Path, title: str) -
 
     hosts, switches = guids["hosts"], guids["switches"]
     n_h, n_off = len(hosts), 1 << base.lmc
-    read = [s for s in values["path_sls"] if s is not None]
-    common = int(np.bincount(read).argmax()) if read else 0
+    sls = values["path_sls"]
+    read = sls != ib.NO_SL
+    common = int(np.bincount(sls[read]).argmax()) if read.any() else 0
     sl = np.full((n_h, n_h + len(switches), n_off), common, dtype=np.uint8)
-    for (i, j, off), s in zip(pairs, values["path_sls"]):
-        if s is not None:
-            if j < n_h:
-                sl[i, j, off] = s
-            else:
-                sl[i, j, :] = s         # a switch has one LID: every offset alike
+    to_host = read & (pairs["dst"] < n_h)
+    sl[pairs["src"][to_host], pairs["dst"][to_host], pairs["off"][to_host]] = sls[to_host]
+    to_sw = read & ~to_host         # a switch has one LID: every offset alike
+    sl[pairs["src"][to_sw], pairs["dst"][to_sw], :] = sls[to_sw][:, None]
     src = [h["port_guid"] for h in hosts]
     dst = src + [s["guid"] for s in switches]
     rules = path_sl_rows(sl, src, dst)
