@@ -173,9 +173,10 @@ def _rounds(path: Path, t0: float | None) -> list[dict]:
 
 def reaction(rounds: list[dict], phases, poll: float) -> list[dict]:
     """Per phase change A -> B: how many poll periods after it the non-minimal share of B's
-    flows first rose above its level at the change (``rises``), and the share of A's flows
-    first fell below its level (``falls``); ``None`` where it never did within B (or where
-    there was nothing to fall from).  Shares of a pattern's flows weight every (source,
+    flows first rose above its level at the change (``rises``; ``rises_rounds``: in the
+    controller's decision rounds since the change, which a loaded machine stretches in time
+    but not in number), and the share of A's flows first fell below its level (``falls``);
+    ``None`` where it never did within B (or where there was nothing to fall from).  Shares of a pattern's flows weight every (source,
     destination) share by the pattern's host pairs there (``shares`` of each round)."""
     out = []
     spans = _spans(phases)
@@ -192,6 +193,7 @@ def reaction(rounds: list[dict], phases, poll: float) -> list[dict]:
                     "share_of_new": [b0, inside[-1]["shares"][k]],
                     "share_of_old": [a0, inside[-1]["shares"][k - 1]],
                     "rises": None if rise is None else round((rise["t"] - t) / poll, 2),
+                    "rises_rounds": None if rise is None else inside.index(rise) + 1,
                     "falls": None if fall is None or a0 <= 1e-3 else
                     round((fall["t"] - t) / poll, 2)})
     return out
