@@ -18,16 +18,18 @@ from tablegen.exports.outdir import check_out_dir, replaced_dir
 def cmd_ib_export(args) -> int:
     from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.native import VARIANT
+    from tablegen.exports.infiniband.sls import check_variant
     from tablegen.exports.infiniband.write import export_ib, ib_layers
     from tablegen.exports.manifest import write_manifest
     from tablegen.exports.writer import json_chunks, write_in_place
 
     con = console()
     variant = VARIANT if args.ib_native else None
-    if variant and (args.lmc or args.seed != 1):
-        raise BadInput(f"ib export: --ib-native with --lmc {args.lmc} --seed {args.seed}; the "
-                       "IB-native variant has one layer and no random choice: expected LMC 0 "
-                       "and seed 1")
+    if variant:
+        try:
+            check_variant(variant, args.lmc, args.seed)
+        except NotExpressible as e:
+            raise BadInput(f"ib export: --ib-native: {e}") from None
     topo = topology_of(args.spec)
     try:
         lid_plan(topo, args.lmc)     # bad input before any work

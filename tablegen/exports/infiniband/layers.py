@@ -138,7 +138,7 @@ def build_layers(ts: TableSet, lmc: int = 0, seed: int = 1) -> IbLayers:
             kinds.append(first.name)
             bounds.append(first.max_hops)
         shortcuts += sc
-    hops = _lengths(topo, nxt)
+    hops = checked_lengths(topo, nxt)
     return IbLayers(ts=ts, lmc=lmc, kinds=kinds, bounds=bounds, nxt=nxt, target=target,
                     sl=np.zeros((L, n, n), dtype=np.uint8), hops=hops, shortcuts=shortcuts,
                     info={"seed": seed})
@@ -383,7 +383,9 @@ def walk_layers(topo, nxt: np.ndarray):
     return np.stack(steps_c, axis=1), np.stack(steps_i, axis=1)
 
 
-def _lengths(topo, nxt: np.ndarray) -> np.ndarray:
+def checked_lengths(topo, nxt: np.ndarray) -> np.ndarray:
+    """``int16[L, N, N]`` path lengths of ``nxt``; :class:`NotExpressible` for a missing
+    entry or a loop."""
     hops, err = hop_counts(nxt, topo.adj.astype(np.int64))
     if err:
         raise NotExpressible(err)

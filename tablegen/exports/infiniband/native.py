@@ -48,7 +48,8 @@ from scipy.sparse.csgraph import shortest_path
 
 from tablegen.errors import NotExpressible
 from tablegen.exports.infiniband.dynorder import channel_graph, insert_dependency
-from tablegen.exports.infiniband.layers import IbLayers, _lengths, build_layers, sl2vl_array
+from tablegen.exports.infiniband.layers import (IbLayers, build_layers, checked_lengths,
+                                                sl2vl_array)
 from tablegen.exports.infiniband.limits import IB_DATA_VLS
 from tablegen.tables import TableSet
 
@@ -78,7 +79,7 @@ def native_layers(ts: TableSet, vls: int = IB_DATA_VLS) -> IbLayers:
     layers = IbLayers(ts=ts, lmc=0, kinds=[f"{base.kinds[0]}-{VARIANT}"], bounds=[n - 1],
                       nxt=nxt3, target=np.full((1, n), -1, dtype=np.int32),
                       sl=np.broadcast_to(sl[None, None, :], (1, n, n)).copy(),
-                      hops=_lengths(topo, nxt3),
+                      hops=checked_lengths(topo, nxt3),
                       info={"seed": 1, "variant": VARIANT, "escape_root": root,
                             "escape_destinations": int((sl == K - 1).sum())})
     layers.sl2vl = sl2vl_array(topo, layers.num_sls)
@@ -116,6 +117,16 @@ def _updown_ranks(adj: np.ndarray, root: int) -> np.ndarray:
         raise NotExpressible(f"switch {int(np.flatnonzero(level < 0)[0])} is not connected to "
                              f"switch {root}; expected a connected fabric")
     return level * n + np.arange(n)
+
+
+@njit(cache=True)
+def _no_new_dependency(g, adj, par, child, d, y, R):
+    """Whether a new child of tree node ``y`` adds no dependency to layer CDG ``g``: ``y`` is
+    the destination, already has a child, or its own out-channel pair is in ``g``."""
+    if y == d or child[y] or adj[y, par[y]] == d:
+        return True
+    jj = par[adj[y, par[y]]]
+    return bool(g[y * R + par[y], jj >> 3] & (1 << (jj & 7)))
 
 
 @njit(cache=True)
@@ -174,31 +185,21 @@ def _trees(pref, phops, adj, peer, K, udr, nxt, sl):
                             nc += 1
                     got = -1
                     for c in range(nc):     # first a parent that needs no new dependency
-                        y = adj[z, cand[c]]
-                        if (y == d or child[y] or adj[y, par[y]] == d
-                                or g[lay, y * R + par[y], par[adj[y, par[y]]] >> 3]
-                                & (1 << (par[adj[y, par[y]]] & 7))):
+                        if _no_new_dependency(g[lay], adj, par, child, d, adj[z, cand[c]], R):
                             got = cand[c]
                             break
-                    for c in range(nc):
+                    for c in range(nc):     # else the first whose dependency keeps g acyclic
                         if got >= 0:
                             break
                         y = adj[z, cand[c]]
-                        if y == d or child[y]:
-                            got = cand[c]          # no new dependency
-                            break
                         a = y * R + par[y]
                         jj = par[adj[y, par[y]]]
-                        if adj[y, par[y]] == d or g[lay, a, jj >> 3] & (1 << (jj & 7)):
-                            got = cand[c]
-                            break
                         tick += 1
                         if insert_dependency(g[lay], rank[lay], out, into, a, jj, seen, tick,
                                              work, fwd, back):
                             added[na] = a * R + jj
                             na += 1
                             got = cand[c]
-                            break
                     if got >= 0:
                         y = adj[z, got]
                         par[z] = got

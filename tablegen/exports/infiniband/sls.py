@@ -202,12 +202,17 @@ def ib_routing(ts: TableSet, lmc: int = 0, seed: int = 1,
 def variant_layers(ts: TableSet, lmc: int, seed: int, variant: str) -> IbLayers:
     """The layers of an IB variant (SLs and SL2VL included); :class:`NotExpressible` for a
     variant that does not exist or takes no LMC/seed."""
+    check_variant(variant, lmc, seed)
+    return native_layers(ts)
+
+
+def check_variant(variant: str, lmc: int, seed: int) -> None:
+    """:class:`NotExpressible` unless ``variant`` exists and takes ``lmc`` and ``seed``."""
     if variant != VARIANT:
         raise NotExpressible(f"InfiniBand variant {variant!r}; expected {VARIANT!r}")
     if lmc or seed != 1:
-        raise NotExpressible(f"the {VARIANT} variant has one layer and no random choice; "
+        raise NotExpressible(f"the {VARIANT} variant has one layer and no random choice: "
                              f"expected LMC 0 and seed 1, got LMC {lmc} and seed {seed}")
-    return native_layers(ts)
 
 
 # ---------------------------------------------------------------------------------------------
