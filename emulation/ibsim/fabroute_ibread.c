@@ -5,7 +5,8 @@
  * `smpquery sl2vl` reads one (switch, out port) per call, `saquery -p --src-to-dst` one pair
  * per call (a PathRecord GetTable over all pairs is cut to its first MAD: umad2sim does no
  * RMPP).  This reader opens the port once, reads a list of queries from stdin and keeps up to
- * WINDOW of them outstanding (umad_send / umad_recv, matched by transaction ID):
+ * WINDOW of them outstanding (umad_send / umad_recv, matched by transaction ID), reading
+ * its input and writing its answers as it goes (memory bounded by RING queries):
  *
  *   S <directed route, e.g. 0,1,5> <attribute modifier>   SubnGet(SLtoVLMappingTable)
  *        -> "ok <VL of SL0> ... <VL of SL15>"      (switch: modifier = in_port << 8 | out_port)
@@ -19,7 +20,7 @@
  * under test.  Runs under LD_PRELOAD=libumad2sim.so like any diag (SIM_HOST, IBSIM_SOCKNAME).
  * Usage: fabroute_ibread [timeout_ms [window]] < queries > answers
  *
- * Part of fabroute (tablegen/opensm/); built by tablegen/ib_apply.py at first use:
+ * Part of fabroute; built at first use (emulation/ibsim/apply.py), cached by source hash:
  *   gcc -O2 -I/usr/include/infiniband -o fabroute_ibread fabroute_ibread.c -libmad -libumad
  */
 #include <errno.h>
@@ -36,15 +37,25 @@
 #define TRID_BASE 0x6a000000u
 
 struct query {
-	char kind;              /* 'S', 'P' or 0 (unparsable) */
-	ib_portid_t pid;        /* S: directed route */
-	uint32_t a, b;          /* S: modifier; P: slid, dlid */
+	char kind;              /* 'S', 'L', 'P' or 0 (unparsable) */
+	ib_portid_t pid;        /* S, L: directed route */
+	uint32_t a, b;          /* S, L: modifier / block; P: slid, dlid */
 	char state;             /* 0 waiting, 1 sent, 2 done */
 	char out[272];
 };
 
-static size_t n_q, cap_q;
-static struct query *qs;
+/* Queries live in a ring of RING slots from the oldest unanswered one (`head`) to the last
+ * read (`tail`); answers leave in input order as the head is answered, so memory stays
+ * O(RING) however many queries come. */
+#define RING 8192
+static struct query ring[RING];
+static uint64_t head, tail;
+static int input_done;
+
+static struct query *slot(uint64_t i)
+{
+	return &ring[i % RING];
+}
 
 static void done(struct query *q, const char *s)
 {
@@ -52,38 +63,41 @@ static void done(struct query *q, const char *s)
 	q->state = 2;
 }
 
-static void parse_input(void)
+/* Read one query into the ring's tail; 0 at the end of the input. */
+static int read_query(void)
 {
-	char line[1024];
-	while (fgets(line, sizeof(line), stdin)) {
-		struct query *q;
-		char kind, arg1[512];
-		unsigned long a2;
-		if (n_q == cap_q) {
-			cap_q = cap_q ? 2 * cap_q : 4096;
-			qs = realloc(qs, cap_q * sizeof(*qs));
-			if (!qs) {
-				fprintf(stderr, "fabroute_ibread: out of memory\n");
-				exit(2);
-			}
-		}
-		q = &qs[n_q++];
-		memset(q, 0, sizeof(*q));
-		if (sscanf(line, " %c %511s %lu", &kind, arg1, &a2) != 3) {
-			done(q, "err parse");
-			continue;
-		}
-		q->kind = kind;
-		q->b = (uint32_t)a2;
-		if (kind == 'S' || kind == 'L') {
-			q->a = (uint32_t)a2;
-			if (str2drpath(&q->pid.drpath, arg1, 0, 0) < 0)
-				done(q, "err drpath");
-		} else if (kind == 'P') {
-			q->a = (uint32_t)strtoul(arg1, NULL, 0);
-		} else
-			done(q, "err kind");
+	char line[1024], kind, arg1[512];
+	unsigned long a2;
+	struct query *q;
+
+	if (input_done || !fgets(line, sizeof(line), stdin)) {
+		input_done = 1;
+		return 0;
 	}
+	q = slot(tail++);
+	memset(q, 0, sizeof(*q));
+	if (sscanf(line, " %c %511s %lu", &kind, arg1, &a2) != 3) {
+		done(q, "err parse");
+		return 1;
+	}
+	q->kind = kind;
+	q->b = (uint32_t)a2;
+	if (kind == 'S' || kind == 'L') {
+		q->a = (uint32_t)a2;
+		if (str2drpath(&q->pid.drpath, arg1, 0, 0) < 0)
+			done(q, "err drpath");
+	} else if (kind == 'P') {
+		q->a = (uint32_t)strtoul(arg1, NULL, 0);
+	} else
+		done(q, "err kind");
+	return 1;
+}
+
+/* Print and drop the answered queries at the head. */
+static void flush_head(void)
+{
+	while (head < tail && slot(head)->state == 2)
+		printf("%s\n", slot(head++)->out);
 }
 
 int main(int argc, char **argv)
@@ -93,12 +107,14 @@ int main(int argc, char **argv)
 	size_t window = argc > 2 ? (size_t)atoi(argv[2]) : 32;
 	struct ibmad_port *port;
 	ib_portid_t sm_id = { 0 };
-	int fd, smi_agent, sa_agent, need_sa = 0;
-	size_t i, next = 0, first_open = 0, outstanding = 0, ndone = 0;
-	void *umad = umad_alloc(1, umad_size() + IB_MAD_SIZE);
-	void *rumad = umad_alloc(1, umad_size() + IB_MAD_SIZE);
+	int fd, smi_agent, sa_agent, have_sm = -1;
+	uint64_t i, next = 0;
+	size_t outstanding = 0;
+	/* twice the MAD: umad2sim writes past umad_size() + IB_MAD_SIZE on receive (seen as
+	 * heap corruption in mad_rpc_close_port) */
+	void *umad = umad_alloc(1, umad_size() + 2 * IB_MAD_SIZE);
+	void *rumad = umad_alloc(1, umad_size() + 2 * IB_MAD_SIZE);
 
-	parse_input();
 	port = mad_rpc_open_port(NULL, 0, classes, 3);
 	if (!port || !umad || !rumad) {
 		fprintf(stderr, "fabroute_ibread: cannot open the local IB port: %s\n",
@@ -109,39 +125,47 @@ int main(int argc, char **argv)
 	fd = mad_rpc_portid(port);
 	smi_agent = mad_rpc_class_agent(port, IB_SMI_DIRECT_CLASS);
 	sa_agent = mad_rpc_class_agent(port, IB_SA_CLASS);
-	for (i = 0; i < n_q; i++)
-		need_sa |= qs[i].kind == 'P' && qs[i].state == 0;
-	if (need_sa && (ib_resolve_smlid_via(&sm_id, timeout, port) < 0 || !sm_id.lid)) {
-		for (i = 0; i < n_q; i++)
-			if (qs[i].kind == 'P' && qs[i].state == 0)
-				done(&qs[i], "err no_sm");
-	}
-	sm_id.qp = 1;
-	sm_id.qkey = IB_DEFAULT_QP1_QKEY;
 	if (window < 1)
 		window = 1;
+	if (window > RING / 2)
+		window = RING / 2;
 
-	for (i = 0; i < n_q; i++)
-		ndone += qs[i].state == 2;
-	while (ndone < n_q) {
+	for (;;) {
 		int len, rc;
 		uint8_t *mad;
 		uint32_t tid;
 		struct query *q;
 
-		while (outstanding < window && next < n_q) {
+		/* send while the window and the ring have room; read input as it is needed */
+		while (outstanding < window) {
 			ib_rpc_t rpc = { 0 };
 			uint8_t data[IB_MAD_SIZE];
 			int agent;
-			q = &qs[next];
+			if (next == tail && (tail - head >= RING || !read_query()))
+				break;
+			q = slot(next);
 			if (q->state) {
+				next++;
+				continue;
+			}
+			if (q->kind == 'P' && have_sm < 0) {
+				/* the SM's LID, once, before the first SA query; nothing else is in
+				 * flight then (ib_resolve_smlid_via drops answers not its own) */
+				if (outstanding)
+					break;
+				have_sm = ib_resolve_smlid_via(&sm_id, timeout, port) >= 0 && sm_id.lid;
+				sm_id.qp = 1;
+				sm_id.qkey = IB_DEFAULT_QP1_QKEY;
+			}
+			if (q->kind == 'P' && !have_sm) {
+				done(q, "err no_sm");
 				next++;
 				continue;
 			}
 			memset(data, 0, sizeof(data));
 			memset(umad, 0, umad_size() + IB_MAD_SIZE);
 			rpc.method = IB_MAD_METHOD_GET;
-			rpc.trid = TRID_BASE + (uint32_t)next;
+			rpc.trid = (uint32_t)(TRID_BASE + next);  /* unique in the window */
 			rpc.timeout = timeout;
 			if (q->kind == 'S' || q->kind == 'L') {
 				rpc.mgtclass = IB_SMI_DIRECT_CLASS;
@@ -164,33 +188,33 @@ int main(int argc, char **argv)
 			}
 			if (rc < 0 || umad_send(fd, agent, umad, IB_MAD_SIZE, timeout, 2) < 0) {
 				done(q, "err send");
-				ndone++;
 			} else {
 				q->state = 1;
 				outstanding++;
 			}
 			next++;
 		}
-		if (!outstanding)
+		flush_head();
+		if (!outstanding) {
+			if (next == tail && input_done)
+				break;
 			continue;
+		}
 		len = IB_MAD_SIZE;
 		rc = umad_recv(fd, rumad, &len, 4 * timeout + 1000);
 		if (rc < 0) {   /* nothing came back in time: give up on what is in flight */
-			for (i = first_open; i < next; i++)
-				if (qs[i].state == 1) {
-					done(&qs[i], "err timeout");
-					ndone++;
-				}
+			for (i = head; i < next; i++)
+				if (slot(i)->state == 1)
+					done(slot(i), "err timeout");
 			outstanding = 0;
 			continue;
 		}
 		mad = umad_get_mad(rumad);
-		tid = (uint32_t)mad_get_field64(mad, 0, IB_MAD_TRID_F);
-		if (tid - TRID_BASE >= n_q || qs[tid - TRID_BASE].state != 1)
+		tid = (uint32_t)mad_get_field64(mad, 0, IB_MAD_TRID_F) - (uint32_t)(TRID_BASE + head);
+		if (tid >= next - head || slot(head + tid)->state != 1)
 			continue;   /* not ours, or a late duplicate */
-		q = &qs[tid - TRID_BASE];
+		q = slot(head + tid);
 		outstanding--;
-		ndone++;
 		if (umad_status(rumad)) {
 			done(q, "err no_response");
 		} else if (q->kind == 'S' || q->kind == 'L') {
@@ -221,11 +245,8 @@ int main(int argc, char **argv)
 					 mad_get_field(d, 0, IB_SA_PR_DLID_F));
 			q->state = 2;
 		}
-		while (first_open < next && qs[first_open].state == 2)
-			first_open++;
 	}
-	for (i = 0; i < n_q; i++)
-		printf("%s\n", qs[i].out);
+	flush_head();
 	fflush(stdout);
 	mad_rpc_close_port(port);
 	return 0;
