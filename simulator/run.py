@@ -113,7 +113,7 @@ class _State:
         # UGAL-L_CR: every buffer slot of the network holds at most one credit under way
         hp = N * R * V * (cfg.buffer_depth // size) + 16 if cfg.ugal_cr else 1
         self.crt_d = np.zeros(N * R if cfg.ugal_cr else 1, np.int64)
-        self.pk_sent = np.zeros(pool, np.int64)
+        self.pk_sent = np.zeros(pool if cfg.ugal_cr else 1, np.int64)
         self.va_t = np.full(n_in if cfg.vc_allocation == "per-packet" else 1, -1, np.int64)
         self.va_rr = np.zeros(n_in if cfg.vc_allocation == "per-packet" else 1, np.int64)
         self.hp_time = np.zeros(hp, np.int64)
