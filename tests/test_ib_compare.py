@@ -191,25 +191,6 @@ def test_compare_refuses_an_lmc_the_lids_cannot_hold(capsys):
     assert "--lmc 7" in capsys.readouterr().err
 
 
-def test_read_backs_merge_answer_by_answer(sf5_min):
-    """A query lost in one read-back (a loaded machine) is taken from the next."""
-    from emulation.ibsim.engines import _merged
-    from tablegen.exports.infiniband.read import fabric_lids
-
-    f = load_ib_files(sf5_min)
-    g = [int(s["guid"], 16) for s in f.guids["switches"]]
-    full = {lid: 1 for lid in fabric_lids(f.guids)}
-    a = {"lfts": {g[0]: full, g[1]: {1: 1}}, "sl2vl": {g[0]: {(0, 5): None, (1, 5): (0,) * 16}},
-         "path_sls": np.array([-1, 2, -1], dtype=np.int8)}     # -1: not read (NO_SL)
-    b = {"lfts": {g[1]: full}, "sl2vl": {g[0]: {(0, 5): (1,) * 16, (1, 5): None}},
-         "path_sls": np.array([3, -1, -1], dtype=np.int8)}
-    m = _merged(a, b, f)
-    assert m["lfts"][g[0]] == full and m["lfts"][g[1]] == full and g[2] not in m["lfts"]
-    assert m["sl2vl"][g[0]] == {(0, 5): (1,) * 16, (1, 5): (0,) * 16}
-    assert m["path_sls"].tolist() == [3, 2, -1] and m["path_sls"].dtype == np.int8
-    assert m["errors"] == {"lft": 48, "sl2vl": 0, "path_sl": 1}
-
-
 # -- the log of an engine, recorded from real runs -----------------------------------------------
 def _seconds(text: str) -> float:
     """First time stamp to SUBNET UP's, read independently of parse_log."""

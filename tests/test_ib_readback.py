@@ -192,3 +192,39 @@ def test_negative_control_every_changed_triple_is_found(df_val2, tmp_path):
     assert listed == [(names[triples[t][0]], names[triples[t][1]], triples[t][2], exp[t],
                        act[t]) for t in differ[:10]]
     assert ib_processes() == []
+
+
+def test_failed_queries_are_asked_again_alone(df_val2, tmp_path):
+    """A reader run that loses answers (``err timeout``, as on a loaded machine): only those
+    queries go to the next run, and their answers take the lost ones' places."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    reader = tools / "fabroute_ibread"
+    # answers every query; the first run loses every 7th (and logs how many it was asked)
+    reader.write_text(f"#!{sys.executable}\n" + '''import pathlib, sys
+log = pathlib.Path("runs.txt")
+runs = log.read_text().split() if log.exists() else []
+lines = sys.stdin.read().splitlines()
+log.write_text(" ".join(runs + [str(len(lines))]))
+for k, q in enumerate(lines):
+    w = q.split()
+    if not runs and k % 7 == 3:
+        print("err timeout")
+    elif w[0] == "P":
+        print("ok", int(w[2]) % 5, w[2])
+    else:
+        print("ok", " ".join(["1"] * (64 if w[0] == "L" else 16)))
+''')
+    reader.chmod(0o755)
+    ts = load_ib_files(df_val2)
+    pairs, _, _ = ib_apply.path_pairs(ts, 0)
+    report = {}
+    ans, lft_keys, sl_keys = ib_apply.read_back(tools, tmp_path, {}, ts, pairs, 60, report)
+    runs = [int(x) for x in (tmp_path / "runs.txt").read_text().split()]
+    n_lines = len(lft_keys) + sum(1 for k in sl_keys if k[3] is not None)
+    first = n_lines + len(pairs)
+    assert runs == [first, len(range(3, first, 7))]
+    assert report["readback"]["asked_again"] == runs[1]
+    assert ans.path_errors == 0 and not any(a.startswith("err") for a in ans.lines)
+    lids = b"".join(path_queries(ts, pairs)).decode().split()[2::3]
+    assert ans.path_sls.tolist() == [int(d) % 5 for d in lids]

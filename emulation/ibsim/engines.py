@@ -37,10 +37,6 @@ OPENSM_ENGINES = ("minhop", "updn", "dnup", "dfsssp", "sssp", "lash", "nue", "ft
                   "torus-2QoS")
 DEFAULT_ENGINES = ("minhop", "updn", "dfsssp", "nue", "lash")
 LOG_ERROR = " 0x01 -> "              # OpenSM's level mark of an error line
-#: read-backs per engine while queries fail: a MAD lost on a loaded machine (fabroute_ibread
-#: gives up after 4 x 500 ms + 1 s without an answer) is asked again, not reported as the
-#: engine's fault
-READ_ATTEMPTS = 3
 NO_ENGINE = "No routing engine able to successfully configure"
 _STAMP = re.compile(r"^(\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{6}) ")
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
@@ -124,8 +120,8 @@ def run_engine(files: IbFiles, engine: str, *, timeout: float, pairs, options=No
                log_copy: Path | None = None) -> dict:
     """Run ibsim + ``opensm -R engine`` on the fabric of ``files`` (its GUIDs, LIDs and LMC)
     and read back every LFT, SL2VL row and the PathRecord SL of each ``pairs`` triple
-    (:func:`emulation.ibsim.apply.path_pairs`; queries that fail are asked again, up to
-    :data:`READ_ATTEMPTS` read-backs).  ``options``: opensm.conf lines for every
+    (:func:`emulation.ibsim.apply.path_pairs`; queries that fail are asked again by
+    :func:`~emulation.ibsim.apply.read_back`).  ``options``: opensm.conf lines for every
     engine (``{key: value}``, after the engine's own).  ``timeout``: seconds from OpenSM's start
     to ``SUBNET UP``.  ``log_copy``: where OpenSM's log is kept.
 
@@ -172,17 +168,13 @@ def run_engine(files: IbFiles, engine: str, *, timeout: float, pairs, options=No
             res["error"] = f"opensm {why}"
             res["log_tail"] = ib._tails((osm_log, ib.LOG_TAIL), (scratch / "opensm.out", 4))
             return res
-        for attempt in range(READ_ATTEMPTS):
-            try:
-                answers, lft_keys, sl_keys = ib.read_back(tools, scratch, client_env, files,
-                                                          pairs, max(timeout, 30.0), report)
-            except RunFailed as e:
-                res["error"] = f"read-back: {e}"
-                return res
-            got = ib.read_values(files, answers, lft_keys, sl_keys, pairs)
-            res["readback"] = got if attempt == 0 else _merged(res["readback"], got, files)
-            if not any(res["readback"]["errors"].values()):
-                break
+        try:
+            answers, lft_keys, sl_keys = ib.read_back(tools, scratch, client_env, files, pairs,
+                                                      max(timeout, 30.0), report)
+        except RunFailed as e:
+            res["error"] = f"read-back: {e}"
+            return res
+        res["readback"] = ib.read_values(files, answers, lft_keys, sl_keys, pairs)
         return res
     finally:
         ib._stop(opensm)    # OpenSM first: without its ibsim it ignores SIGTERM
@@ -191,22 +183,6 @@ def run_engine(files: IbFiles, engine: str, *, timeout: float, pairs, options=No
             log_copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(osm_log, log_copy)
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _merged(a: dict, b: dict, files: IbFiles) -> dict:
-    """Two read-backs of one subnet (which does not change after ``SUBNET UP``: ``-s 0``), each
-    query's answer taken from whichever got one; ``errors`` counted again on the result."""
-    lfts = {g: {**b["lfts"].get(g, {}), **e} for g, e in a["lfts"].items()}
-    lfts.update((g, e) for g, e in b["lfts"].items() if g not in lfts)
-    sl2vl = {g: {k: v if v is not None else b["sl2vl"].get(g, {}).get(k)
-                 for k, v in rows.items()} for g, rows in a["sl2vl"].items()}
-    sls = np.where(a["path_sls"] != ib.NO_SL, a["path_sls"], b["path_sls"])
-    want = fabric_lids(files.guids).keys()
-    errors = {"lft": sum(not want <= lfts.get(int(s["guid"], 16), {}).keys()
-                         for s in files.guids["switches"]),
-              "sl2vl": sum(v is None for rows in sl2vl.values() for v in rows.values()),
-              "path_sl": int(np.count_nonzero(sls == ib.NO_SL))}
-    return {"lfts": lfts, "sl2vl": sl2vl, "path_sls": sls, "errors": errors}
 
 
 def write_readback(values: dict, base: IbFiles, pairs, dest: Path, title: str) -> list[str]:
