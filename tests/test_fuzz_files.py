@@ -34,7 +34,7 @@ FILE_TEXT = st.one_of(st.text(max_size=400),
 @FAST
 @given(FILE_TEXT)
 def test_ib_parsers_answer_or_refuse_in_one_line(text):
-    for parse in (lambda t: parse_lfts(t.encode(), "lfts.dump"),
+    for parse in (lambda t: parse_lfts(t.encode().splitlines(), "lfts.dump"),
                   lambda t: parse_sl2vl(t, "sl2vl.dump"),
                   lambda t: parse_path_sl(t, "path-sl.txt"),
                   lambda t: parse_net(t, "fabric.net")):
@@ -108,3 +108,25 @@ def test_any_manifest_is_read_or_refused(tmp_path, doc):
         load_manifest(tmp_path)
     except BadInput as e:
         assert "\n" not in str(e) and "manifest.json" in str(e)
+
+
+@FAST
+@given(st.lists(st.binary(max_size=3000).map(lambda b: b.replace(b"\n", b"")), max_size=40),
+       st.booleans(), st.integers(1, 5000))
+def test_read_lines_splits_across_chunks_like_split(tmp_path, lines, final_lf, chunk):
+    """Lines that cross the reader's chunk boundaries (the chunk shrunk to ``chunk`` bytes)
+    come out whole, each once, in order."""
+    from tablegen.exports import inputs
+
+    data = b"\n".join(lines) + (b"\n" if final_lf and lines else b"")
+    f = tmp_path / "lines"
+    f.write_bytes(data)
+    old, inputs.CHUNK = inputs.CHUNK, chunk
+    try:
+        got = list(inputs.read_lines(f, len(data)))
+    finally:
+        inputs.CHUNK = old
+    want = data.split(b"\n")
+    if want[-1] == b"":
+        want.pop()
+    assert got == want

@@ -285,6 +285,8 @@ def test_lft_gaps_no_port_and_foreign_lids_are_bad_input(sf5, tmp_path, capsys):
          f"switch {sw3['guid']} LID {lid} -> port 255 (no port); expected a port 0..11"),
         (in_sw3(lambda t: t.replace("\n0x0001 ", "\n0x0fff 005 # stray\n0x0001 ", 1)),
          f"switch {sw3['guid']} LID 0x0fff belongs to no port of this fabric"),
+        (in_sw3(lambda t: t.replace("\n0x0001 ", "\n0xc001 005\n0x0001 ", 1)),
+         "'0xc001 005': expected a unicast LID (at most 0xBFFF) and a port 0..255"),
     ]
     for k, (edit, needle) in enumerate(cases):
         d = edited_copy(sf5, tmp_path / f"lft-{k}", "ib/lfts.dump", edit)

@@ -379,7 +379,7 @@ def test_import_of_lfts_that_loop_writes_nothing(sf5_min, tmp_path, capsys):
     sw = {s["id"]: s for s in guids["switches"]}
     lid, hop = next((h["lid"], p) for h in guids["hosts"] for p in sw[3]["ports"]
                     if "switch" in p and h["switch"] not in (3, p["switch"])
-                    and lfts[int(sw[3]["guid"], 16)][h["lid"]] == p["port"])
+                    and lfts.row(int(sw[3]["guid"], 16))[h["lid"]] == p["port"])
     src, out = tmp_path / "src", tmp_path / "out"
     edited_copy(sf5_min, src, "lfts.dump", _lft_edit(hop["switch"], lid, hop["peer_port"]))
     assert main(["ib", "import", str(src), "--out", str(out)]) == 1

@@ -12,7 +12,7 @@ from conftest import ib_processes
 
 from emulation.ibsim.update import lft_changes, reach, update
 from fabroute.cli import main
-from tablegen.exports.infiniband.read import load_ib_files
+from tablegen.exports.infiniband.read import LftTable, load_ib_files, parse_lfts
 from tablegen.routing.build import build_tables
 from tablegen.topologies.dsnf import add_nodes, build_dsnf
 from tablegen.topologies.failures import without_links
@@ -148,9 +148,16 @@ def test_the_walk_catches_the_old_tables_on_the_degraded_wiring(tables):
     assert reach(old.lfts, old)["undelivered"] == 0
 
 
+def _lft_table(entries: dict[int, dict[int, int]]) -> LftTable:
+    text = "".join(f"Unicast lids [0-9] of switch Lid {g} guid 0x{g:016x} ('s{g}'):\n"
+                   + "".join(f"0x{lid:04x} {p:03d}\n" for lid, p in e.items())
+                   for g, e in entries.items())
+    return parse_lfts(text.encode().splitlines(), "test")
+
+
 def test_lft_changes_counts_each_kind():
-    before = {1: {1: 0, 2: 3, 3: 4, 4: 5}}
-    after = {1: {1: 0, 2: 3, 3: 6, 4: 255, 9: 2}, 2: {1: 1, 9: 0}}
+    before = _lft_table({1: {1: 0, 2: 3, 3: 4, 4: 5}})
+    after = _lft_table({1: {1: 0, 2: 3, 3: 6, 4: 255, 9: 2}, 2: {1: 1, 9: 0}})
     c = lft_changes(before, after, {1}, {1: 1, 2: 2})
     assert (c["changed"], c["added"], c["removed"]) == (1, 1, 1)
     assert (c["new_switches"], c["new_switch_entries"], c["switches_touched"]) == (1, 2, 1)

@@ -45,7 +45,7 @@ from emulation.ibsim.readback import (CHUNK, NO_SL, PAIR_DTYPE, Answers, PathSlT
                                       path_queries, run_reader, sls_used)
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.infiniband.limits import NO_PORT
-from tablegen.exports.infiniband.read import IbFiles, load_ib_files
+from tablegen.exports.infiniband.read import ABSENT, IbFiles, LftTable, load_ib_files
 
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 BINARIES = ("ibsim", "opensm")
@@ -200,30 +200,26 @@ def path_pairs(ts: IbFiles, max_paths: int = MAX_PATHS):
 
 
 # -- comparison --------------------------------------------------------------------------------
-def compare_lfts(expected: dict[int, dict[int, int]], actual: dict[int, dict[int, int]],
-                 names: dict[int, str] | None = None, first: int = FIRST_MISMATCHES) -> dict:
+def compare_lfts(expected: LftTable, actual: LftTable, names: dict[int, str] | None = None,
+                 first: int = FIRST_MISMATCHES) -> dict:
     """Entry-by-entry comparison.  A mismatch is a (switch, LID) whose port differs: a LID
-    ``expected`` lists that the switch forwards elsewhere or nowhere (``actual`` None / 255),
+    ``expected`` lists that the switch forwards elsewhere or nowhere (``actual`` absent / 255),
     or a LID ``expected`` does not list that the switch forwards to a port.  A switch missing
-    from ``actual`` counts each of its entries."""
+    from ``actual`` counts each of its entries.  O(switches x LIDs), vectorised per switch."""
     names = names or {}
     mism, total, listed = 0, 0, []
+    width = max(expected.ports.shape[1], actual.ports.shape[1])
     for g in sorted(set(expected) | set(actual)):
-        exp, act = expected.get(g, {}), actual.get(g)
-        total += len(exp)
-        a = act or {}
-        for lid in sorted(set(exp) | {k for k, p in a.items() if p != NO_PORT}):
-            e, got = exp.get(lid), a.get(lid)
-            if e == NO_PORT:
-                e = None
-            if got == NO_PORT:
-                got = None
-            if e != got:
-                mism += 1
-                if len(listed) < first:
-                    listed.append({"switch": f"0x{g:016x}", "name": names.get(g),
-                                   "lid": lid, "expected": e, "actual": got,
-                                   **({"switch_missing": True} if act is None else {})})
+        row = expected.row(g)
+        total += 0 if row is None else int(np.count_nonzero(row != ABSENT))
+        e, a = expected.forwarding(g, width), actual.forwarding(g, width)
+        bad = np.flatnonzero(e != a)
+        mism += len(bad)
+        for lid in bad[:max(0, first - len(listed))].tolist():
+            listed.append({"switch": f"0x{g:016x}", "name": names.get(g), "lid": lid,
+                           "expected": None if e[lid] == NO_PORT else int(e[lid]),
+                           "actual": None if a[lid] == NO_PORT else int(a[lid]),
+                           **({"switch_missing": True} if g not in actual else {})})
     return {"switches": len(expected), "switches_read": len(actual),
             "switches_missing": len(set(expected) - set(actual)),
             "switches_unexpected": len(set(actual) - set(expected)),
@@ -386,7 +382,7 @@ def apply(d, *, load: str | os.PathLike | None = None,
     tools = build_tools()
     guids, lmc = expected.guids, expected.lmc
     lim = guids["ibsim_limits"]
-    n_entries = sum(len(v) for v in expected.lfts.values())
+    n_entries = expected.lfts.entries
     if timeout is None:
         timeout = 30.0 + n_entries / 20_000   # OpenSM sends one SMP per 64 LFT entries
     pairs, pairs_total, stride = path_pairs(expected, max_paths)
@@ -479,7 +475,7 @@ def read_back(tools: Path, cwd: Path, env: dict, expected: IbFiles, pairs, timeo
     (its queries / 2000) seconds."""
     sw_routes, ca_routes = dr_paths(expected.guids)
     queries, lft_keys, sl_keys = [], [], []
-    top = max((lid for e in expected.lfts.values() for lid in e), default=0)
+    top = expected.lfts.top
     for g in expected.lfts:
         route = sw_routes.get(g)
         if route is not None:
@@ -522,19 +518,13 @@ def read_back(tools: Path, cwd: Path, env: dict, expected: IbFiles, pairs, timeo
 
 
 def compare_read(expected: IbFiles, answers: Answers, lft_keys, sl_keys,
-                 paths) -> tuple[dict, dict]:
+                 paths) -> tuple[dict, LftTable]:
     """The ``lft``, ``sl2vl`` and ``path_sl`` parts of a report from :func:`read_back`'s
-    answers (``paths``: ``(pairs, pairs_total, stride, max_paths)``), and the LFTs read
-    (``{switch GUID: {LID: port}}``)."""
+    answers (``paths``: ``(pairs, pairs_total, stride, max_paths)``), and the LFTs read."""
     pairs, pairs_total, stride, max_paths = paths
     names = {int(s["guid"], 16): s["name"] for s in expected.guids["switches"]}
     it = iter(answers.lines)
-    actual_lfts: dict[int, dict[int, int]] = {}
-    for g, block in lft_keys:
-        a = next(it).split()
-        if a[0] == "ok":
-            actual_lfts.setdefault(g, {}).update(
-                (block * 64 + k, int(p)) for k, p in enumerate(a[1:]) if block or k)
+    actual_lfts, _ = _lfts_read(lft_keys, it)
     parts = {"lft": compare_lfts(expected.lfts, actual_lfts, names),
              "sl2vl": _compare_sl2vl(expected, sl_keys, it),
              "path_sl": _compare_path_sl(expected, pairs, answers, pairs_total, stride,
@@ -542,22 +532,38 @@ def compare_read(expected: IbFiles, answers: Answers, lft_keys, sl_keys,
     return parts, actual_lfts
 
 
+def _lfts_read(lft_keys, answers) -> tuple[LftTable, int]:
+    """The LFTs in the answers to ``lft_keys`` (``(switch GUID, block)``, one answer line each,
+    taken from the iterator ``answers``) and how many blocks failed; a switch none of whose
+    blocks was read has no section.  LID 0 is no unicast LID and stays absent."""
+    width = 64 * (max((b for _, b in lft_keys), default=0) + 1)
+    rows: dict[int, np.ndarray] = {}
+    failed = 0
+    for g, block in lft_keys:
+        a = next(answers).split()
+        if a[0] != "ok":
+            failed += 1
+            continue
+        row = rows.get(g)
+        if row is None:
+            row = rows[g] = np.full(width, ABSENT, dtype=np.int16)
+        ports = np.array(a[1:65], dtype=np.int16)
+        row[block * 64:block * 64 + len(ports)] = ports
+        if block == 0:
+            row[0] = ABSENT
+    return LftTable.of_rows(rows), failed
+
+
 def read_values(expected: IbFiles, answers: Answers, lft_keys, sl_keys, pairs) -> dict:
-    """The values :func:`read_back`'s answers hold, compared with nothing: ``lfts`` ``{switch
-    GUID: {LID: port}}`` (switches whose blocks could not be read are absent), ``sl2vl``
+    """The values :func:`read_back`'s answers hold, compared with nothing: ``lfts`` (an
+    :class:`~tablegen.exports.infiniband.read.LftTable`; a switch none of whose blocks could
+    be read has no section), ``sl2vl``
     ``{node GUID: {(in, out): 16 VLs or None when unread}}``, ``path_sls`` (``int8``, one SL
     per triple of ``pairs``, :data:`NO_SL` when unread) and ``errors`` (count of failed
     queries per kind).  O(LFT and SL2VL answers); the path SLs are not copied."""
     it = iter(answers.lines)
-    lfts: dict[int, dict[int, int]] = {}
-    errors = {"lft": 0, "sl2vl": 0, "path_sl": answers.path_errors}
-    for g, block in lft_keys:
-        a = next(it).split()
-        if a[0] == "ok":
-            lfts.setdefault(g, {}).update(
-                (block * 64 + k, int(p)) for k, p in enumerate(a[1:]) if block or k)
-        else:
-            errors["lft"] += 1
+    lfts, failed = _lfts_read(lft_keys, it)
+    errors = {"lft": failed, "sl2vl": 0, "path_sl": answers.path_errors}
     sl2vl: dict[int, dict] = {}
     for g, i, o, route in sl_keys:
         got = None

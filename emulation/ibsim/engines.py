@@ -208,12 +208,12 @@ def write_readback(values: dict, base: IbFiles, pairs, dest: Path, title: str) -
     lines = [f"# fabroute ib compare: LFTs read back from ibsim ({title})\n"]
     for s in guids["switches"]:
         g = int(s["guid"], 16)
-        got = values["lfts"].get(g)
-        if got is None:
+        if g not in values["lfts"]:
             continue
+        got = values["lfts"].forwarding(g, top + 1).tolist()
         lines.append(f"Unicast lids [0-{top}] of switch Lid {s['lid']} guid 0x{g:016x} "
                      f"('{s['name']}'):\n")
-        lines += [f"0x{lid:04x} {got.get(lid, 255):03d}\n" for lid in lids]
+        lines += [f"0x{lid:04x} {got[lid]:03d}\n" for lid in lids]
         lines.append(f"{len(lids)} lids dumped\n")
     (dest / "lfts.dump").write_text("".join(lines))
 

@@ -43,10 +43,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from emulation.ibsim import apply as ib
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.infiniband.limits import MAX_UNICAST_LID, NO_PORT
-from tablegen.exports.infiniband.read import IbFiles, load_ib_files
+from tablegen.exports.infiniband.read import IbFiles, LftTable, load_ib_files
 
 FIRST_CHANGES = 20            # changed LFT entries listed in the report
 SWEEP_FAIL = ("Errors during initialization", "fabroute_osm: ERROR")
@@ -212,44 +214,45 @@ def start_net(old: IbFiles, live: IbFiles) -> str:
 
 
 # -- diffs of LFTs ---------------------------------------------------------------------------------
-def lft_changes(before: dict[int, dict[int, int]], after: dict[int, dict[int, int]],
-                old_switches, lids: dict[int, int] | None = None,
+def lft_changes(before: LftTable, after: LftTable, old_switches, lids: dict[int, int] | None = None,
                 first: int = FIRST_CHANGES) -> dict:
-    """Entries that differ between two ``{switch GUID: {LID: port}}`` maps: at the switches of
-    ``old_switches`` ``changed`` (a port to another port), ``added`` (no port to a port),
-    ``removed`` (a port to none); the switches that only ``after`` has (``new_switches``,
-    ``new_switch_entries``).  ``by_switch`` counts per old switch (non-zero only) with
-    ``ports``, how many of its changed or added entries now leave by each port; ``first``
-    lists the first entries that differ (``lids``: switch GUID -> its LID, for the listing)."""
+    """Entries that differ between two LFT tables: at the switches of ``old_switches``
+    ``changed`` (a port to another port), ``added`` (no port to a port), ``removed`` (a port to
+    none); the switches that only ``after`` has (``new_switches``, ``new_switch_entries``).
+    ``by_switch`` counts per old switch (non-zero only) with ``ports``, how many of its changed
+    or added entries now leave by each port; ``first`` lists the first entries that differ
+    (``lids``: switch GUID -> its LID, for the listing).  O(switches x LIDs), vectorised per
+    switch."""
     old_switches = set(old_switches)
     lids = lids or {}
+    width = max(before.ports.shape[1], after.ports.shape[1])
     tot = {"changed": 0, "added": 0, "removed": 0}
     by, listed, new_sw, new_entries = {}, [], 0, 0
     for g in sorted(set(before) | set(after)):
-        b, a = before.get(g, {}), after.get(g, {})
+        a = after.forwarding(g, width)
         if g not in old_switches:
             new_sw += 1
-            new_entries += sum(1 for p in a.values() if p != NO_PORT)
+            new_entries += int(np.count_nonzero(a != NO_PORT))
             continue
-        c = {"changed": 0, "added": 0, "removed": 0}
-        ports: dict[int, int] = {}
-        for lid in sorted(set(b) | set(a)):
-            x, y = b.get(lid, NO_PORT), a.get(lid, NO_PORT)
-            if x == y:
-                continue
-            kind = "added" if x == NO_PORT else "removed" if y == NO_PORT else "changed"
-            c[kind] += 1
-            if y != NO_PORT:
-                ports[y] = ports.get(y, 0) + 1
-            if len(listed) < first:
-                listed.append({"switch": f"0x{g:016x}", "switch_lid": lids.get(g), "lid": lid,
-                               "kind": kind, "before": None if x == NO_PORT else x,
-                               "after": None if y == NO_PORT else y})
+        b = before.forwarding(g, width)
+        diff = np.flatnonzero(b != a)
+        if not len(diff):
+            continue
+        x, y = b[diff], a[diff]
+        kinds = np.where(x == NO_PORT, 0, np.where(y == NO_PORT, 2, 1))
+        c = {k: int(np.count_nonzero(kinds == i))
+             for i, k in enumerate(("added", "changed", "removed"))}
+        out, n = np.unique(y[y != NO_PORT], return_counts=True)
+        for lid, i, xb, ya in zip(diff[:max(0, first - len(listed))].tolist(), kinds.tolist(),
+                                  x.tolist(), y.tolist()):
+            listed.append({"switch": f"0x{g:016x}", "switch_lid": lids.get(g), "lid": lid,
+                           "kind": ("added", "changed", "removed")[i],
+                           "before": None if xb == NO_PORT else xb,
+                           "after": None if ya == NO_PORT else ya})
         for k in tot:
             tot[k] += c[k]
-        if any(c.values()):
-            by[f"0x{g:016x}"] = dict(c, lid=lids.get(g),
-                                     ports={str(p): n for p, n in sorted(ports.items())})
+        by[f"0x{g:016x}"] = dict(c, lid=lids.get(g),
+                                 ports={str(p): k for p, k in zip(out.tolist(), n.tolist())})
     return dict(tot, new_switches=new_sw, new_switch_entries=new_entries,
                 switches_touched=len(by), by_switch=by, first=listed)
 
@@ -259,7 +262,7 @@ def _counts(d: dict) -> dict:
                               "new_switch_entries", "switches_touched")}
 
 
-def reach(lfts: dict[int, dict[int, int]], f: IbFiles) -> dict:
+def reach(lfts: LftTable, f: IbFiles) -> dict:
     """Walk every (source, LID) pair -- sources every switch and every HCA, LIDs every LID of
     ``f`` but the source's own -- through ``lfts`` over ``f``'s wiring: ``delivered`` when
     the walk ends at the LID's port (a switch's port 0, the HCA), else a dead port, a
@@ -272,6 +275,8 @@ def reach(lfts: dict[int, dict[int, int]], f: IbFiles) -> dict:
     for h in f.guids["hosts"]:
         owner.update((int(h["lid"]) + k, int(h["node_guid"], 16)) for k in range(step))
         attach[int(h["node_guid"], 16)] = by_id[h["switch"]]
+    width = max(owner, default=0) + 1
+    fwd = {g: lfts.forwarding(g, width).tolist() for g in switches}
     pairs = delivered = max_hops = 0
     failed = []
     for lid, dst in owner.items():
@@ -285,7 +290,7 @@ def reach(lfts: dict[int, dict[int, int]], f: IbFiles) -> dict:
                 if g in on:                       # a loop
                     res = -1
                     break
-                port = lfts.get(g, {}).get(lid, NO_PORT)
+                port = fwd[g][lid]
                 peer = f.net[g][1].get(port) if port not in (0, NO_PORT) else None
                 if port == 0 or peer is None or f.net[peer[0]][0] != "Switch":
                     # the switch's own LID, no entry / a dead port, or out to an HCA
@@ -496,7 +501,7 @@ def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX
         raise BadInput(f"not installed: {', '.join(missing)}; {ib.APT_HINT}")
     tools = ib.build_tools()
     if timeout is None:
-        timeout = 30.0 + sum(len(v) for v in new.lfts.values()) / 20_000
+        timeout = 30.0 + new.lfts.entries / 20_000
     sock = f"fabroute-{os.getpid()}-{next(ib._runs)}"
     scratch = Path(tempfile.mkdtemp(prefix=f"{sock}-", dir="/tmp"))
     names = _names(new)

@@ -57,6 +57,18 @@ def read_chunks(path: Path, cap: int, what: str | None = None) -> Iterator[bytes
         os.close(fd)
 
 
+def read_lines(path: Path, cap: int, what: str | None = None) -> Iterator[bytes]:
+    """The lines of regular file ``path`` without their line feeds, at most ``cap`` bytes in all
+    (:func:`read_chunks`).  Memory O(chunk + longest line)."""
+    rest = b""
+    for chunk in read_chunks(path, cap, what):
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        yield from lines
+    if rest:
+        yield rest
+
+
 def read_bytes(path: Path, cap: int, what: str | None = None) -> bytes:
     """All of regular file ``path``, at most ``cap`` bytes (:func:`read_chunks`)."""
     return b"".join(read_chunks(path, cap, what))

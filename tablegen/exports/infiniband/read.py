@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from tablegen.errors import BadInput
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, MAX_UNICAST_LID, NO_PORT, VL_DROP
-from tablegen.exports.inputs import read_bytes
+from tablegen.exports.inputs import read_bytes, read_lines
 
 IB_FILES = ("fabric.net", "guids.json", "guid2lid", "lfts.dump", "sl2vl.dump", "path-sl.txt")
 # the lines of the files and of OpenSM's dumps that the parsers key on
@@ -33,15 +36,83 @@ def _read(path: Path) -> str:
 
 
 # -- parsing -----------------------------------------------------------------------------------
-def parse_lfts(text: bytes, what: str) -> dict[int, dict[int, int]]:
-    """``{switch GUID: {LID: port}}`` from an ``opensm-lfts.dump``-style file or from
-    ``dump_fts -n`` output (same section header / ``0x<lid> <port>`` lines).  LID 0 is
-    skipped (dump_fts -a prints it; it is no unicast LID)."""
-    out: dict[int, dict[int, int]] = {}
-    cur: dict[int, int] | None = None
-    for no, line in enumerate(text.splitlines(), 1):
+ABSENT = -1          # an LftTable cell whose LID the switch's table does not list
+
+
+@dataclass(eq=False)
+class LftTable:
+    """The LFTs of a fabric as one array: ``ports[k, lid]`` is the out port switch
+    ``guids[k]`` lists for ``lid``, :data:`ABSENT` where it lists none.  Two bytes per
+    (switch, LID) -- 36 MB for 1,024 switches and 17,408 LIDs, where ``{GUID: {LID: port}}``
+    dicts took about 100 bytes per entry."""
+    guids: list[int]
+    ports: np.ndarray                 # int16[len(guids), widest LID + 1]
+
+    def __post_init__(self):
+        self._at = {g: k for k, g in enumerate(self.guids)}
+
+    def __len__(self) -> int:
+        return len(self.guids)
+
+    def __iter__(self):
+        return iter(self.guids)
+
+    def __contains__(self, g) -> bool:
+        return g in self._at
+
+    def row(self, g: int) -> np.ndarray | None:
+        """Switch ``g``'s cells (a view), None when the table has no section for it."""
+        k = self._at.get(g)
+        return None if k is None else self.ports[k]
+
+    def forwarding(self, g: int, width: int) -> np.ndarray:
+        """What switch ``g`` does with LIDs ``0 .. width - 1``: its port, :data:`NO_PORT` where
+        it lists none or has no section (the switch drops those)."""
+        out = np.full(width, NO_PORT, dtype=np.int16)
+        row = self.row(g)
+        if row is not None:
+            w = min(width, len(row))
+            out[:w] = np.where(row[:w] == ABSENT, NO_PORT, row[:w])
+        return out
+
+    @property
+    def entries(self) -> int:
+        """The entries the sections list."""
+        return int(np.count_nonzero(self.ports != ABSENT))
+
+    @property
+    def top(self) -> int:
+        """The largest LID any section lists (0 for none)."""
+        cols = np.flatnonzero((self.ports != ABSENT).any(axis=0))
+        return int(cols[-1]) if len(cols) else 0
+
+    @classmethod
+    def of_rows(cls, rows: dict[int, np.ndarray]) -> LftTable:
+        """The table of ``{GUID: int16 cells}`` (rows of any widths)."""
+        width = max((len(r) for r in rows.values()), default=1)
+        ports = np.full((len(rows), width), ABSENT, dtype=np.int16)
+        for k, r in enumerate(rows.values()):
+            ports[k, :len(r)] = r
+        return cls(list(rows), ports)
+
+
+def parse_lfts(lines: Iterable[bytes], what: str) -> LftTable:
+    """The :class:`LftTable` of an ``opensm-lfts.dump``-style file or of ``dump_fts -n``
+    output (same section header / ``0x<lid> <port>`` lines), given as lines
+    (:func:`~tablegen.exports.inputs.read_lines` streams a file).  LID 0 is skipped (dump_fts
+    -a prints it; it is no unicast LID).  Memory: the table plus one section's entries."""
+    rows: dict[int, np.ndarray] = {}
+    guid, lids, ports = None, [], []
+
+    def close():
+        if guid is not None:
+            row = np.full(max(lids, default=0) + 1, ABSENT, dtype=np.int16)
+            row[lids] = ports
+            rows[guid] = row
+
+    for no, line in enumerate(lines, 1):
         if line.startswith(b"0x"):
-            if cur is None:
+            if guid is None:
                 raise BadInput(f"{what}:{no}: LFT entry before any 'Unicast lids' switch line")
             parts = line.split(None, 2)
             try:
@@ -49,20 +120,22 @@ def parse_lfts(text: bytes, what: str) -> dict[int, dict[int, int]]:
             except (ValueError, IndexError):
                 raise BadInput(f"{what}:{no}: {line[:60]!r} is no '0x<lid> <port>' "
                                f"entry") from None
+            if not 0 <= lid <= MAX_UNICAST_LID or not 0 <= port <= NO_PORT:
+                raise BadInput(f"{what}:{no}: {line[:60]!r}: expected a unicast LID (at most "
+                               f"0x{MAX_UNICAST_LID:04X}) and a port 0..{NO_PORT}")
             if lid:
-                cur[lid] = port
+                lids.append(lid)
+                ports.append(port)
         elif line.startswith(b"Unicast lids"):
             m = LFT_HEADER.match(line)
             if m is None:
                 raise BadInput(f"{what}:{no}: switch line without ' guid 0x<hex>'")
-            guid = int(m.group(1), 16)
-            if guid in out:
+            close()
+            guid, lids, ports = int(m.group(1), 16), [], []
+            if guid in rows:
                 raise BadInput(f"{what}:{no}: switch 0x{guid:016x} listed twice")
-            cur = out[guid] = {}
-    return out
-
-
-parse_dump_fts = parse_lfts
+    close()
+    return LftTable.of_rows(rows)
 
 
 def parse_sl2vl(text: str, what: str) -> dict[int, tuple[str, dict[tuple[int, int], tuple]]]:
@@ -158,7 +231,7 @@ class IbFiles:
     dir: Path                       # the directory holding the files (DIR or DIR/ib)
     guids: dict
     lmc: int
-    lfts: dict[int, dict[int, int]]
+    lfts: LftTable
     sl2vl: dict
     path_sl: PathSlRules
     radix: dict[int, int]           # switch GUID -> ports
@@ -323,35 +396,42 @@ def fabric_lids(guids: dict) -> dict[int, str]:
     return lids
 
 
-def check_lfts(path: Path, radix: dict[int, int], guids: dict) -> dict[int, dict[int, int]]:
+def check_lfts(path: Path, radix: dict[int, int], guids: dict) -> LftTable:
     """Every switch must list every LID of the fabric, each with a real port: OpenSM's file
     engine sets what a file omits to 255 (no port), and a read-back cannot tell that from a
-    file that said 255, so a gap or a 255 would pass the comparison while dropping traffic."""
-    lfts = parse_lfts(read_bytes(path, MAX_IB_FILE_BYTES), str(path))
+    file that said 255, so a gap or a 255 would pass the comparison while dropping traffic.
+    The file is read line by line (:func:`parse_lfts`); the checks are per switch row."""
+    lfts = parse_lfts(read_lines(path, MAX_IB_FILE_BYTES), str(path))
     alien = [g for g in lfts if g not in radix]
     if alien:
         raise BadInput(f"{path}: switch 0x{alien[0]:016x} is not in this fabric (guids.json; "
                        f"{len(alien)} such switches: a file of another fabric?)")
     want = fabric_lids(guids)
-    for g, entries in lfts.items():
-        bad = [(lid, p) for lid, p in entries.items() if p > radix[g]]
-        if bad:
-            lid, p = bad[0]
+    width = max(lfts.ports.shape[1], max(want, default=0) + 1)
+    wanted = np.zeros(width, dtype=bool)
+    wanted[list(want)] = True
+    for g in lfts:
+        row = lfts.row(g)
+        listed = np.zeros(width, dtype=bool)
+        listed[:len(row)] = row != ABSENT
+        bad = np.flatnonzero((row != ABSENT) & (row > radix[g]))
+        if len(bad):
+            lid, p = int(bad[0]), int(row[bad[0]])
             if p == NO_PORT:
                 raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{lid:04x} -> port {NO_PORT} "
                                f"(no port); expected a port 0..{radix[g]}: every LID needs a "
                                f"route")
             raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{lid:04x} -> port {p} is beyond "
                            f"its {radix[g]} ports")
-        if entries.keys() != want.keys():
-            lack = sorted(want.keys() - entries.keys())
-            if lack:
-                raise BadInput(f"{path}: switch 0x{g:016x} has no entry for LID 0x{lack[0]:04x} "
-                               f"({want[lack[0]]}) and {len(lack) - 1} more; expected one for "
-                               f"each of the {len(want)} LIDs in guids.json")
-            extra = min(entries.keys() - want.keys())
-            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{extra:04x} belongs to no port of "
-                           f"this fabric; expected only the {len(want)} LIDs in guids.json")
+        lack = np.flatnonzero(wanted & ~listed)
+        if len(lack):
+            raise BadInput(f"{path}: switch 0x{g:016x} has no entry for LID 0x{int(lack[0]):04x} "
+                           f"({want[int(lack[0])]}) and {len(lack) - 1} more; expected one for "
+                           f"each of the {len(want)} LIDs in guids.json")
+        extra = np.flatnonzero(listed & ~wanted)
+        if len(extra):
+            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{int(extra[0]):04x} belongs to no port "
+                           f"of this fabric; expected only the {len(want)} LIDs in guids.json")
     absent = sorted(set(radix) - set(lfts))
     if absent:
         raise BadInput(f"{path}: {len(absent)} switches of the fabric have no LFT section "

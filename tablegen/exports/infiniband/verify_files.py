@@ -15,6 +15,7 @@ from numba import njit
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.infiniband.layers import IbLayers, build_layers
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS, VL_DROP
+from tablegen.exports.infiniband.read import ABSENT
 from tablegen.exports.infiniband.sls import cdg_summary, variant_layers
 from tablegen.tables import TableSet
 from tablegen.verify import cdg_edges
@@ -91,10 +92,9 @@ def _file_arrays(f) -> _Files:
     # the load checks demand a row for every (in, out) a switch can use; should a wiring
     # mismatch reach one they do not, it reads as a drop instead of passing
     vl = np.full((n, P1, P1, NUM_SLS), VL_DROP, dtype=np.uint8)
-    for g, entries in f.lfts.items():
-        u = sw_of[g]
-        lft[u, np.fromiter(entries.keys(), np.int64, len(entries))] = \
-            np.fromiter(entries.values(), np.int16, len(entries))
+    w = min(T, f.lfts.ports.shape[1])
+    cells = f.lfts.ports[:, :w]
+    lft[[sw_of[g] for g in f.lfts], :w] = np.where(cells == ABSENT, 0, cells)
     ca_vl = np.empty((H, NUM_SLS), dtype=np.uint8)
     ca_of = {int(h["port_guid"], 16): k for k, h in enumerate(hosts)}
     for g, (kind, rows) in f.sl2vl.items():
