@@ -43,8 +43,8 @@ ABSENT = -1          # an LftTable cell whose LID the switch's table does not li
 class LftTable:
     """The LFTs of a fabric as one array: ``ports[k, lid]`` is the out port switch
     ``guids[k]`` lists for ``lid``, :data:`ABSENT` where it lists none.  Two bytes per
-    (switch, LID) -- 36 MB for 1,024 switches and 17,408 LIDs, where ``{GUID: {LID: port}}``
-    dicts took about 100 bytes per entry."""
+    (switch, LID): 36 MB for 1,024 switches and 17,408 LIDs.  Loading DSN-F 1,024's 2.1 M
+    entries takes 65 MB this way, 552 MB as ``{GUID: {LID: port}}`` dicts."""
     guids: list[int]
     ports: np.ndarray                 # int16[len(guids), widest LID + 1]
 
@@ -430,8 +430,9 @@ def check_lfts(path: Path, radix: dict[int, int], guids: dict) -> LftTable:
                            f"each of the {len(want)} LIDs in guids.json")
         extra = np.flatnonzero(listed & ~wanted)
         if len(extra):
-            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{int(extra[0]):04x} belongs to no port "
-                           f"of this fabric; expected only the {len(want)} LIDs in guids.json")
+            raise BadInput(f"{path}: switch 0x{g:016x} LID 0x{int(extra[0]):04x} belongs to no "
+                           f"port of this fabric; expected only the {len(want)} LIDs in "
+                           f"guids.json")
     absent = sorted(set(radix) - set(lfts))
     if absent:
         raise BadInput(f"{path}: {len(absent)} switches of the fabric have no LFT section "
