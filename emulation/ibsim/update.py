@@ -51,6 +51,7 @@ from tablegen.exports.infiniband.limits import MAX_UNICAST_LID, NO_PORT
 from tablegen.exports.infiniband.read import IbFiles, LftTable, load_ib_files
 
 FIRST_CHANGES = 20            # changed LFT entries listed in the report
+KINDS = ("added", "changed", "removed")     # of an LFT entry that differs (lft_changes)
 SWEEP_FAIL = ("Errors during initialization", "fabroute_osm: ERROR")
 SETTLE_S = 1.0               # trap-driven sweeps: quiet log for this long = done
 SIM_ERRORS = ("not found", "bad port", "can't", "is not linked", "unknown", "bad parameter",
@@ -240,13 +241,12 @@ def lft_changes(before: LftTable, after: LftTable, old_switches, lids: dict[int,
             continue
         x, y = b[diff], a[diff]
         kinds = np.where(x == NO_PORT, 0, np.where(y == NO_PORT, 2, 1))
-        c = {k: int(np.count_nonzero(kinds == i))
-             for i, k in enumerate(("added", "changed", "removed"))}
+        c = {k: int(np.count_nonzero(kinds == i)) for i, k in enumerate(KINDS)}
         out, n = np.unique(y[y != NO_PORT], return_counts=True)
         for lid, i, xb, ya in zip(diff[:max(0, first - len(listed))].tolist(), kinds.tolist(),
                                   x.tolist(), y.tolist()):
             listed.append({"switch": f"0x{g:016x}", "switch_lid": lids.get(g), "lid": lid,
-                           "kind": ("added", "changed", "removed")[i],
+                           "kind": KINDS[i],
                            "before": None if xb == NO_PORT else xb,
                            "after": None if ya == NO_PORT else ya})
         for k in tot:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from tablegen.errors import BadInput, NotExpressible
-from tablegen.exports.infiniband.read import ABSENT, IB_FILES, IbFiles
+from tablegen.exports.infiniband.read import IB_FILES, IbFiles
 from tablegen.routing.imported import (IMPORTED, class_name, class_names,
                                        imported_table_set)
 from tablegen.tables import TableSet
@@ -147,9 +147,9 @@ def lft_array(f: IbFiles, topo: Topology) -> np.ndarray:
     """``int16[N, top LID + 1]``: the out port of every (switch id, LID) of ``lfts.dump``."""
     from tablegen.exports.infiniband.lids import SWITCH_GUID_BASE
 
-    cells = f.lfts.ports[:, :f.lfts.top + 1]
-    lft = np.zeros((topo.n_switches, cells.shape[1]), dtype=np.int16)
-    lft[[g - SWITCH_GUID_BASE for g in f.lfts]] = np.where(cells == ABSENT, 0, cells)
+    width = f.lfts.top + 1
+    lft = np.zeros((topo.n_switches, width), dtype=np.int16)
+    lft[[g - SWITCH_GUID_BASE for g in f.lfts]] = f.lfts.dense(width, 0)
     return lft
 
 

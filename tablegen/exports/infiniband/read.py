@@ -68,12 +68,13 @@ class LftTable:
     def forwarding(self, g: int, width: int) -> np.ndarray:
         """What switch ``g`` does with LIDs ``0 .. width - 1``: its port, :data:`NO_PORT` where
         it lists none or has no section (the switch drops those)."""
-        out = np.full(width, NO_PORT, dtype=np.int16)
         row = self.row(g)
-        if row is not None:
-            w = min(width, len(row))
-            out[:w] = np.where(row[:w] == ABSENT, NO_PORT, row[:w])
-        return out
+        return _filled(np.empty((0,), np.int16) if row is None else row, width, NO_PORT)
+
+    def dense(self, width: int, fill: int) -> np.ndarray:
+        """``int16[len(self), width]``: every section's ports for LIDs ``0 .. width - 1`` (rows
+        in :attr:`guids` order), ``fill`` where a section lists none."""
+        return _filled(self.ports, width, fill)
 
     @property
     def entries(self) -> int:
@@ -94,6 +95,14 @@ class LftTable:
         for k, r in enumerate(rows.values()):
             ports[k, :len(r)] = r
         return cls(list(rows), ports)
+
+
+def _filled(cells: np.ndarray, width: int, fill: int) -> np.ndarray:
+    """``cells`` cut or padded to ``width`` columns, :data:`ABSENT` and the padding ``fill``."""
+    out = np.full(cells.shape[:-1] + (width,), fill, dtype=np.int16)
+    w = min(width, cells.shape[-1])
+    out[..., :w] = np.where(cells[..., :w] == ABSENT, fill, cells[..., :w])
+    return out
 
 
 def parse_lfts(lines: Iterable[bytes], what: str) -> LftTable:

@@ -15,7 +15,6 @@ from numba import njit
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.infiniband.layers import IbLayers, build_layers
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS, VL_DROP
-from tablegen.exports.infiniband.read import ABSENT
 from tablegen.exports.infiniband.sls import cdg_summary, variant_layers
 from tablegen.tables import TableSet
 from tablegen.verify import cdg_edges
@@ -92,9 +91,7 @@ def _file_arrays(f) -> _Files:
     # the load checks demand a row for every (in, out) a switch can use; should a wiring
     # mismatch reach one they do not, it reads as a drop instead of passing
     vl = np.full((n, P1, P1, NUM_SLS), VL_DROP, dtype=np.uint8)
-    w = min(T, f.lfts.ports.shape[1])
-    cells = f.lfts.ports[:, :w]
-    lft[[sw_of[g] for g in f.lfts], :w] = np.where(cells == ABSENT, 0, cells)
+    lft[[sw_of[g] for g in f.lfts]] = f.lfts.dense(T, 0)
     ca_vl = np.empty((H, NUM_SLS), dtype=np.uint8)
     ca_of = {int(h["port_guid"], 16): k for k, h in enumerate(hosts)}
     for g, (kind, rows) in f.sl2vl.items():
