@@ -108,7 +108,13 @@ def cmd_controller(args) -> int:
                        "unauthenticated; expected a loopback address, --tls PKI_DIR, or "
                        "--insecure-tcp")
     from controller.openflow.update import proven_tables
+    from tablegen.exports.outdir import check_out_file, check_writable
 
+    for opt in ("status", "log", "decisions"):   # refused before a switch is served
+        if getattr(args, opt):
+            check_out_file(getattr(args, opt), f"--{opt}")
+    if args.control:
+        check_writable(args.control, "--control")
     ts = proven_tables(Path(args.dir))
     run(ts, args.listen, Path(args.status) if args.status else None,
         Path(args.log) if args.log else None, tls, adaptive_of(args),

@@ -5,23 +5,37 @@ module assembles them and maps every error to its exit code in one place
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
 
+from tablegen.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, FabrouteError
 from tablegen.numba_cache import use_writable_cache
 
-# First: the imports below load Numba, which reads NUMBA_CACHE_DIR once; a user who cannot
-# write the installed sources needs it set (docs: README, "Supported sizes and users").
-use_writable_cache()
 
-from controller import cli as controller_cli  # noqa: E402
-from emulation import cli as emulation_cli  # noqa: E402
-from fabroute import demo  # noqa: E402
-from simulator import cli as simulator_cli  # noqa: E402
-from tablegen import cli as tablegen_cli  # noqa: E402
-from tablegen import ib_cli as tablegen_ib_cli  # noqa: E402
-from tablegen.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, FabrouteError  # noqa: E402
+def _interrupted_at_start(_signum, _frame):
+    # Ctrl-C while the modules below load: nothing has been started or written yet
+    print("fabroute: interrupted", file=sys.stderr)
+    os._exit(EXIT_INTERRUPTED)
+
+
+_main_thread = threading.current_thread() is threading.main_thread()
+_sigint = signal.signal(signal.SIGINT, _interrupted_at_start) if _main_thread else None
+try:
+    # First: the imports below load Numba, which reads NUMBA_CACHE_DIR once; a user who
+    # cannot write the installed sources needs it set (docs: README, "Supported sizes and
+    # users").
+    use_writable_cache()
+    from controller import cli as controller_cli
+    from emulation import cli as emulation_cli
+    from fabroute import demo
+    from simulator import cli as simulator_cli
+    from tablegen import cli as tablegen_cli
+    from tablegen import ib_cli as tablegen_ib_cli
+finally:
+    if _sigint is not None:
+        signal.signal(signal.SIGINT, _sigint)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,17 +67,24 @@ def _interrupt(signum, _frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so that half-built output directories are removed and
     # forked workers stopped (a command that serves, like the controller, sets its own)
     old = (signal.signal(signal.SIGTERM, _interrupt)
            if threading.current_thread() is threading.main_thread() else None)
     try:
+        args = parser().parse_args(argv)
         return args.func(args)
     except (FabrouteError, KeyError) as e:
         msg = e.args[0] if e.args else str(e)
         print(f"fabroute: {msg}", file=sys.stderr)
         return getattr(e, "exit_code", EXIT_BAD_INPUT)
+    except OSError as e:
+        # the system refused a path or resource the user named (every expected case is
+        # checked first and named in its own words; this is the net under the rest)
+        where = f"{e.filename}: " if e.filename is not None else ""
+        print(f"fabroute: {where}{e.strerror or e}; expected a path or resource this user "
+              "may use", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("fabroute: interrupted; no output was half-written", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -72,5 +93,13 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, old)
 
 
+def entry() -> None:
+    """The ``fabroute`` program: :func:`main`, then an exit that a late Ctrl-C cannot turn
+    into death by signal (the command's work and output are complete by then)."""
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

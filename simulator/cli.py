@@ -244,6 +244,30 @@ def _vary(exp: dict, cfg: SimConfig) -> tuple | None:
     return key, values, refs
 
 
+def _check_specs(spec: str, routings) -> None:
+    """Build every topology a sweep names (SPEC and each ``ROUTING@SPEC``) before any point
+    runs, so that an inadmissible one is bad input (exit 2, nothing written), not a failed
+    point in a results file; a table directory is proven when its points run."""
+    from pathlib import Path
+
+    from tablegen.topologies.spec import build
+
+    for s in dict.fromkeys([spec] + [r.partition("@")[2] for r in routings if "@" in r]):
+        if not Path(s).is_dir():
+            build(s)
+
+
+def _check_outputs(out, store) -> None:
+    """The files a sweep writes (``OUT.json``, ``OUT.png``, ``--store``) can be created."""
+    from tablegen.exports.outdir import check_out_file
+
+    if out:
+        for suffix in (".json", ".png"):
+            check_out_file(f"{out}{suffix}", "--out")
+    if store:
+        check_out_file(store, "--store")
+
+
 def cmd_sweep(args) -> int:
     """``fabroute sweep``: prints ``{"out", "store", "reused", "computed", "failed",
     "points"}``; each failed point also as one line on stderr; exit 1 if any failed."""
@@ -275,6 +299,7 @@ def cmd_sweep(args) -> int:
         raise BadInput(f"sweep: {e}") from None
     if not (spec and routings and loads):
         raise BadInput("sweep: needs SPEC, --routing and --loads (or --experiment FILE)")
+    _check_specs(spec, routings)
     scheduler = check_scheduler(args.scheduler)
     runs = len(routings) * len(vary[1]) + len(vary[2]) if vary else len(routings)
     if runs * len(loads) > MAX_POINTS:
@@ -282,6 +307,7 @@ def cmd_sweep(args) -> int:
                        f"{runs * len(loads):,} load points, above the largest "
                        f"supported {MAX_POINTS:,}; expected fewer loads or routings")
     out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
+    _check_outputs(out, args.store)
     common = dict(seed=seed, workers=workers, out=out, title=exp.get("figure"),
                   progress=not args.quiet, vcs=args.vcs, scheduler=scheduler, store=args.store)
     if vary:
@@ -319,6 +345,7 @@ def cmd_growth(args) -> int:
     except (ValueError, KeyError, OSError) as e:
         raise BadInput(f"growth: {e}") from None
     out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
+    _check_outputs(out, None)
     res = growth(exp["spec"], exp["sizes"], exp["routings"], exp["traffic"], exp["loads"], cfg,
                  exp["search_steps"], exp["seed"], args.workers or exp["workers"], out,
                  exp.get("figure"), not args.quiet)

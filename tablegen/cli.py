@@ -553,6 +553,7 @@ def cmd_compare(args) -> int:
                        "expected comma-separated integers") from None
     if expand is not None and (len(expand) != 3 or expand[2] <= 0 or expand[1] < expand[0]):
         raise BadInput(f"compare: --expansion {args.expansion}; expected START,STOP,STEP")
+    check_out_dir(args.out)
     res = run(sizes, Path(args.out), expand)
     for f, rows in res["families"].items():
         print(f"{f:6} " + "  ".join(f"n={r['n']}: D={r['diameter']} ASPL={r['aspl']:.2f} "

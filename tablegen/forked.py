@@ -63,6 +63,11 @@ def _die_with(parent: int) -> None:
 
 
 def _child(job: Callable[[], Any], conn, parent: int) -> None:
+    # Ctrl-C reaches the whole process group; the parent alone answers it, by terminating
+    # its children, and a terminated child just ends (no KeyboardInterrupt raised into
+    # whatever it was doing, which printed tracebacks)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with(parent)
     try:
         with _tokens:

@@ -43,7 +43,9 @@ allocates anything.
 from __future__ import annotations
 
 import argparse
+import math
 import numbers
+import re
 
 from tablegen.errors import BadInput, TopologyError
 
@@ -104,13 +106,37 @@ def check_vcs(vcs, what: str = "--vcs") -> int:
     return int(vcs)
 
 
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_int(text: str) -> int:
+    """``text`` as an integer written in ASCII digits (an optional sign, nothing else):
+    Python's ``int`` also reads ``1_3`` and full-width or other Unicode digits, which on a
+    command line are typos, not numbers.  ``ValueError`` otherwise."""
+    if not isinstance(text, str) or not _INT.fullmatch(text.strip()):
+        raise ValueError(f"{text!r:.40} is not an integer")
+    return int(text)
+
+
+def parse_float(text: str) -> float:
+    """``text`` as a finite decimal number in ASCII (``0.5``, ``.5``, ``5e-1``): not
+    ``nan``, ``inf``, ``1_0`` or Unicode digits.  ``ValueError`` otherwise."""
+    if not isinstance(text, str) or not _FLOAT.fullmatch(text.strip()):
+        raise ValueError(f"{text!r:.40} is not a number")
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r:.40} is not a finite number")
+    return value
+
+
 def int_option(lo: int, hi: int, what: str):
     """An argparse ``type=``: the option's text as an integer ``lo <= value <= hi``.  argparse
     turns the error into one line and exit code 2 (``fabroute.cli._Parser``)."""
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = parse_int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"{text!r:.40} is not an integer; expected {what} {lo} <= N <= {hi}") from None
@@ -129,7 +155,7 @@ def float_option(lo: float, hi: float, what: str):
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = parse_float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"{text!r:.40} is not a number; expected {what} {lo:g} <= X <= {hi:g}") from None

@@ -26,6 +26,7 @@ import fcntl
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 from tablegen.errors import BadInput
@@ -35,7 +36,7 @@ from tablegen.errors import BadInput
 # set's or an IB export's core files, or a comparison's JSON and chart (ib compare).
 OUTPUT_MARKERS = (("manifest.json",), ("routings.json",), ("topology.json", "tables.npz"),
                   ("fabric.net", "guids.json"), ("compare.json", "compare.png"))
-NAME_MAX = 255
+NAME_MAX, PATH_MAX = 255, 4096
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -49,7 +50,7 @@ def check_out_dir(out, what: str = "--out") -> Path:
     if str(out).strip() in ("", "."):
         raise BadInput(f"{what} {str(out)!r}; expected a path to a new directory or to one "
                        "fabroute wrote")
-    out = Path(out)
+    out = check_writable(out, what, lock=True)
     for p in (out, *out.parents):
         if p.exists() and not p.is_dir():
             raise BadInput(f"{what} {out}: {p} is not a directory; expected a directory path")
@@ -65,6 +66,51 @@ def check_out_dir(out, what: str = "--out") -> Path:
                        "manifest.json); expected a new path or an earlier fabroute output "
                        "(it would be replaced)")
     return out
+
+
+def check_writable(path, what: str, lock: bool = False) -> Path:
+    """Refuse, in one line and before any work, an output ``path`` that cannot be created:
+    a name longer than ``NAME_MAX`` bytes (``lock``: also its ``.NAME.lock-PID`` sibling),
+    a path longer than ``PATH_MAX``, or a nearest existing ancestor this process cannot
+    create entries in (read-only, another user's, or a pseudo filesystem such as ``/proc``).
+    The ancestor is probed by creating and removing a file in it, because ``os.access``
+    answers yes to root even where the kernel will refuse.  Returns ``Path(path)``."""
+    if not str(path).strip():
+        raise BadInput(f"{what} is empty; expected a path")
+    path = Path(path)
+    if "\0" in str(path):
+        raise BadInput(f"{what} {str(path)!r}: holds a NUL byte; expected a path")
+    if len(os.fsencode(path.absolute())) >= PATH_MAX:
+        raise BadInput(f"{what} {str(path):.60}…: the path is longer than {PATH_MAX} bytes; "
+                       "expected a shorter path")
+    for part in path.parts:
+        room = len(f".{part}.lock-{2**22}") if lock and part == path.name else len(part)
+        if len(os.fsencode(part)) > NAME_MAX or room > NAME_MAX:
+            raise BadInput(f"{what} {str(path):.60}…: the name {part:.20}… is too long "
+                           f"({len(os.fsencode(part))} bytes{', with its lock file' * lock}; "
+                           f"at most {NAME_MAX}); expected a shorter name")
+    base = path.absolute()
+    while not base.exists():
+        base = base.parent
+    if not base.is_dir():
+        raise BadInput(f"{what} {path}: {base} is not a directory; expected a directory path")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".fabroute-probe-", dir=base)
+    except OSError as e:
+        raise BadInput(f"{what} {path}: cannot create files in {base} ({e.strerror}); "
+                       "expected a writable location") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
+def check_out_file(path, what: str) -> Path:
+    """:func:`check_writable` for an output file (a log, a status or results file): also
+    refuse a path that is a directory."""
+    path = check_writable(path, what)
+    if path.is_dir():
+        raise BadInput(f"{what} {path}: is a directory; expected a file path")
+    return path
 
 
 def _is_output(d: Path, batch: bool = False) -> bool:
