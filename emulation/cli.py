@@ -11,7 +11,16 @@ from pathlib import Path
 from controller.cli import adaptive_args, adaptive_of
 from tablegen.cli import console, routing_args, topology_of, verified_tables
 from tablegen.errors import BadInput, RunFailed
-from tablegen.limits import duration_option, load_option
+from tablegen.limits import (
+    duration_option,
+    hosts_option,
+    load_option,
+    paths_option,
+    rate_option,
+    samples_option,
+    switches_option,
+    timeout_option,
+)
 
 #: links of a loaded emulation when --link-mbit is not given (docs/emulation.md: the shaped
 #: links, not the userspace datapath, are then the bottleneck on this machine's fabrics)
@@ -24,9 +33,9 @@ def add_parsers(sub) -> None:
     sp.add_argument("spec")
     routing_args(sp)
     sp.add_argument("--check", choices=("all-pairs", "sample"), default="all-pairs")
-    sp.add_argument("--samples", type=int, default=12, help="host pairs whose exact path and "
+    sp.add_argument("--samples", type=samples_option, default=12, help="host pairs whose exact path and "
                     "VCs are proven (Valiant: 2 intermediates each)")
-    sp.add_argument("--hosts-per-switch", type=int, help="attach fewer hosts than the topology "
+    sp.add_argument("--hosts-per-switch", type=hosts_option, help="attach fewer hosts than the topology "
                     "has (faster on big fabrics)")
     sp.add_argument("--keep", action="store_true", help="leave the net and the controller up "
                     "until Ctrl-C")
@@ -43,7 +52,7 @@ def add_parsers(sub) -> None:
                    help="seconds of each traffic phase (default 10)")
     g.add_argument("--json", action="store_true", help="print only the JSON report")
     g = sp.add_argument_group("live updates under a probe stream (instead of the probes)")
-    g.add_argument("--expand", type=int, metavar="N", help="DSN-F: grow the running fabric "
+    g.add_argument("--expand", type=switches_option, metavar="N", help="DSN-F: grow the running fabric "
                    "by N switches (the controller applies the grown tables live, then the new "
                    "switches, hosts and cables join)")
     g.add_argument("--transform", action="store_true", help="DSN-F at n = p·2^p: the p-1 -> "
@@ -51,7 +60,7 @@ def add_parsers(sub) -> None:
     g.add_argument("--fail", metavar="A:B[,C:D...]", help="take these links down (switch ids "
                    "as in `fabroute topology SPEC --json`), let the controller route around "
                    "them, then bring them back")
-    g.add_argument("--rate", type=float, default=200.0, help="probes per second per pair "
+    g.add_argument("--rate", type=rate_option, default=200.0, help="probes per second per pair "
                    "(default 200)")
     g.add_argument("--fast-failover", action="store_true", help="--fail: the switches hold "
                    "FAST_FAILOVER groups on verified backup ports (MIN tables)")
@@ -68,7 +77,7 @@ def add_ib_parsers(ib) -> None:
     sp.add_argument("dir")
     sp.add_argument("--keep-logs", action="store_true",
                     help="keep the scratch directory (ibsim/OpenSM logs) and name it")
-    sp.add_argument("--max-paths", type=int, default=200_000,
+    sp.add_argument("--max-paths", type=paths_option, default=200_000,
                     help="PathRecords to read back before sampling deterministically "
                          "(0 = all; default 200000)")
     sp.set_defaults(func=cmd_ib_apply)
@@ -89,18 +98,18 @@ def _add_ib_compare_parser(ib) -> None:
     sp.add_argument("spec")
     sp.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help="OpenSM engines, "
                     f"comma-separated, of {','.join(OPENSM_ENGINES)} (default "
-                    f"{','.join(DEFAULT_ENGINES)}; '' for none)")
+                    f"{','.join(DEFAULT_ENGINES)}; '' for none)").empty_ok = True
     sp.add_argument("--routings", help="fabroute routings run as engines fabroute-<routing>, "
                     f"of {','.join(EXPORTABLE)} (default: min, the topology's own, and with "
                     "--lmc >= 1 its Valiant variant; '' for none); at LMC 0 a routing whose "
                     "own paths do not fit 8 VLs runs as its IB-native variant, engine "
-                    "fabroute-<routing>-ib-native")
+                    "fabroute-<routing>-ib-native").empty_ok = True
     sp.add_argument("--lmc", type=lmc_option, default=0, help="LMC of every engine (0..7)")
     sp.add_argument("--seed", type=seed_option, default=1, help="seed of fabroute's Valiant "
                     "layers")
-    sp.add_argument("--timeout", type=float, default=60.0, help="seconds from OpenSM's start "
+    sp.add_argument("--timeout", type=timeout_option, default=60.0, help="seconds from OpenSM's start "
                     "to SUBNET UP per engine (default 60)")
-    sp.add_argument("--max-paths", type=int, default=200_000, help="PathRecords read per "
+    sp.add_argument("--max-paths", type=paths_option, default=200_000, help="PathRecords read per "
                     "engine before sampling deterministically (0 = all; default 200000)")
     sp.add_argument("--adversarial", metavar="TRAFFIC", help="traffic of bound_adversarial "
                     "(default: adversarial on a Slim Fly, worst-case on a Dragonfly, "

@@ -39,9 +39,21 @@ finally:
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with fabroute's bad-input convention; sub-parsers are made of this class."""
+
     def error(self, message):  # one line, exit 2, as every other bad input
         print(f"{self.prog}: {message}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+
+    def _get_values(self, action, arg_strings):
+        # an empty value (--out '', a SPEC of blanks) is a slip, never a choice, except
+        # where an option documents '' (``empty_ok``: ib compare --engines '' for none)
+        strings = arg_strings if isinstance(arg_strings, list) else [arg_strings]
+        if (action.nargs != 0 and not getattr(action, "empty_ok", False)
+                and any(isinstance(s, str) and not s.strip() for s in strings)):
+            name = "/".join(action.option_strings) or action.metavar or action.dest
+            self.error(f"argument {name}: the value is empty; expected a value")
+        return super()._get_values(action, arg_strings)
 
 
 def parser() -> argparse.ArgumentParser:

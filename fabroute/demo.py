@@ -10,7 +10,7 @@ from pathlib import Path
 from tablegen.cli import build_and_verify, console, print_failure, topology_of
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.files import write_table_set
-from tablegen.exports.outdir import replaced_dir
+from tablegen.exports.outdir import check_out_dir, check_writable, replaced_dir
 
 ROUTINGS = ("min", "val-3h", "ugal-l")
 
@@ -26,7 +26,9 @@ def cmd_demo(args) -> int:
     from rich.table import Table
 
     con = console()
-    out = Path(args.out)
+    out = check_writable(args.out, "--out")
+    for sub in (*ROUTINGS, "ib-val-3h"):     # refused before the first table is built
+        check_out_dir(out / sub, "--out")
     topo = topology_of("slimfly:q=5")
     table = Table(title=f"fabroute demo: {topo.name()} ({topo.n_switches} switches, "
                         f"{topo.n_hosts} hosts) -> {out}")

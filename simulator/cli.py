@@ -20,7 +20,7 @@ import sys
 from simulator.config import ROUTINGS, SimConfig, load_experiment
 from tablegen.errors import BadInput
 from tablegen.limits import (MAX_JOBS, MAX_POINTS, MAX_VCS, SEED_BOUND, jobs_option,
-                             seed_option, vcs_option)
+                             number_option, seed_option, vcs_option)
 
 
 def add_parsers(subparsers) -> None:
@@ -29,7 +29,7 @@ def add_parsers(subparsers) -> None:
                    "table directory (fabroute tables / ib import: its tables; --routing unused)")
     p.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
     p.add_argument("--traffic", "-t", default="uniform")
-    p.add_argument("--load", "-l", type=float, required=True)
+    p.add_argument("--load", "-l", type=number_option, required=True)
     p.add_argument("--config", "-c", help="TOML/JSON file of SimConfig keys")
     p.add_argument("--seed", "-s", type=seed_option, default=1, help="0 <= SEED < 2**32")
     p.add_argument("--vcs", type=vcs_option, help="force the number of VCs of the tables, "
@@ -85,9 +85,25 @@ def add_throughput_bound(analyze) -> None:
     analyze.add_argument("--throughput-bound", action="store_true",
                          help="1 / max channel load of the routing's tables under --traffic")
     add_bound_args(analyze)
+    # None until given: analyze without --throughput-bound refuses them instead of ignoring
+    defaults = {k: analyze.get_default(k) for k in ("routing", "traffic", "seed")}
+    analyze.set_defaults(**dict.fromkeys(defaults))
     plain = analyze.get_default("func")
-    analyze.set_defaults(func=lambda a: cmd_throughput_bound(a) if a.throughput_bound
-                         else plain(a))
+
+    def run(args):
+        given = [k for k in (*defaults, "cls") if getattr(args, k) is not None]
+        if not args.throughput_bound:
+            if given:       # else silently ignored, and the user believes them applied
+                k = given[0].replace("cls", "class")
+                raise BadInput(f"analyze: --{k} applies to the throughput bound; expected "
+                               "--throughput-bound with it, or no --" + k)
+            return plain(args)
+        for k, v in defaults.items():
+            if getattr(args, k) is None:
+                setattr(args, k, v)
+        return cmd_throughput_bound(args)
+
+    analyze.set_defaults(func=run)
 
 
 def cmd_throughput_bound(args) -> int:

@@ -554,7 +554,8 @@ def cmd_compare(args) -> int:
     if expand is not None and (len(expand) != 3 or expand[2] <= 0 or expand[1] < expand[0]):
         raise BadInput(f"compare: --expansion {args.expansion}; expected START,STOP,STEP")
     check_out_dir(args.out)
-    res = run(sizes, Path(args.out), expand)
+    with replaced_dir(Path(args.out)) as tmp:   # a Ctrl-C leaves the old directory whole
+        res = run(sizes, tmp, expand)
     for f, rows in res["families"].items():
         print(f"{f:6} " + "  ".join(f"n={r['n']}: D={r['diameter']} ASPL={r['aspl']:.2f} "
                                     f"cable={r['cable_m']:.2f}m" for r in rows))
@@ -579,7 +580,14 @@ def routing_args(sp, several: bool = False) -> None:
 
 def add_parsers(sub) -> None:
     """Add tablegen's sub-commands to ``sub`` (an argparse sub-parsers object)."""
-    from tablegen.limits import MAX_JOBS, jobs_option, lmc_option, seed_option
+    from tablegen.limits import (
+        MAX_JOBS,
+        jobs_option,
+        lmc_option,
+        seed_option,
+        switch_option,
+        switches_option,
+    )
 
     sp = sub.add_parser("topology", help="build a topology and print it")
     sp.add_argument("spec")
@@ -619,9 +627,9 @@ def add_parsers(sub) -> None:
     sp = sub.add_parser("path", help="the path, ports and VCs a packet takes")
     sp.add_argument("spec")
     routing_args(sp)
-    sp.add_argument("--src", type=int, required=True)
-    sp.add_argument("--dst", type=int, required=True)
-    sp.add_argument("--via", type=int, help="intermediate switch of a Valiant class (group-"
+    sp.add_argument("--src", type=switch_option, required=True)
+    sp.add_argument("--dst", type=switch_option, required=True)
+    sp.add_argument("--via", type=switch_option, help="intermediate switch of a Valiant class (group-"
                     "level VAL: the group of this switch)")
     sp.add_argument("--class", dest="cls", help="path class of a UGAL-L routing (min or the "
                     "non-minimal one; default the non-minimal)")
@@ -638,8 +646,8 @@ def add_parsers(sub) -> None:
                         "update between them")
     sp.add_argument("spec", metavar="DIR|SPEC", help="a table directory (its routing and "
                     "formats are kept) or a dsnf SPEC")
-    sp.add_argument("--add", type=int, help="switches to add (same p; default 1)")
-    sp.add_argument("--to", type=int, metavar="N", help="grow to N switches (same p)")
+    sp.add_argument("--add", type=switches_option, help="switches to add (same p; default 1)")
+    sp.add_argument("--to", type=switches_option, metavar="N", help="grow to N switches (same p)")
     sp.add_argument("--transform", action="store_true",
                     help="the p -> p+1 transformation at n = (p+1)·2^(p+1), e.g. dsnf:n=64")
     sp.add_argument("--routing", default="dsnf", help="with a SPEC (default dsnf)")

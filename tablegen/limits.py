@@ -173,6 +173,24 @@ vcs_option = int_option(1, MAX_VCS, "VC count")
 seed_option = int_option(0, SEED_BOUND - 1, "seed")
 jobs_option = int_option(1, MAX_JOBS, "worker count")
 lmc_option = int_option(0, MAX_LMC, "LMC")
+switch_option = int_option(0, MAX_SWITCHES - 1, "switch id")
+switches_option = int_option(1, MAX_SWITCHES, "switch count")
+hosts_option = int_option(1, MAX_HOSTS_PER_SWITCH, "hosts per switch")
+samples_option = int_option(0, MAX_HOSTS, "host pair count")
+paths_option = int_option(0, 2**31 - 1, "PathRecord count")
+timeout_option = float_option(1.0, 86_400.0, "timeout in seconds")
+rate_option = float_option(0.1, 100_000.0, "probes per second")
+
+
+def number_option(text: str) -> float:
+    """An argparse ``type=`` for a number the command checks itself (:func:`parse_float`)."""
+    try:
+        return parse_float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e}; expected a decimal number") from None
+
+
+number_option.__name__ = "number"
 #: the adaptive controller and the emulation's traffic (docs/openflow.md, docs/emulation.md)
 poll_option = float_option(0.05, 60.0, "poll interval in seconds")
 link_mbit_option = float_option(0.01, 100_000.0, "link capacity in Mbit/s")

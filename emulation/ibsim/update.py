@@ -49,6 +49,7 @@ from emulation.ibsim import apply as ib
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.infiniband.limits import MAX_UNICAST_LID, NO_PORT
 from tablegen.exports.infiniband.read import IbFiles, LftTable, load_ib_files
+from tablegen.limits import paths_option
 
 FIRST_CHANGES = 20            # changed LFT entries listed in the report
 KINDS = ("added", "changed", "removed")     # of an LFT entry that differs (lft_changes)
@@ -603,7 +604,7 @@ def add_ib_update_parser(ib_sub) -> None:
     sp.add_argument("new", help="the table set of the grown / degraded fabric")
     sp.add_argument("--keep-logs", action="store_true",
                     help="keep the scratch directory (logs, live files, start.net) and name it")
-    sp.add_argument("--max-paths", type=int, default=ib.MAX_PATHS,
+    sp.add_argument("--max-paths", type=paths_option, default=ib.MAX_PATHS,
                     help="PathRecords read back per read-back before sampling (0 = all)")
     sp.add_argument("--trigger", choices=("hup", "trap"), default="hup",
                     help="hup (default): cable, replace the files, kill -HUP; trap: replace the "

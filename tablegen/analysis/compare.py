@@ -100,9 +100,10 @@ def plot(result: dict, png: Path) -> None:
 
 
 def run(sizes: list[int], out: Path, expand: tuple[int, int, int] | None = None) -> dict:
-    """Compute, then write ``out/compare.json`` and ``out/compare.png`` (temp + rename).
+    """Compute, then write ``out/compare.json`` and ``out/compare.png`` into ``out``, an
+    empty directory (the command line's, put in place whole once both are written).
     At most :data:`tablegen.limits.MAX_POINTS` topologies are analysed; each size is checked
-    by its builder (:mod:`tablegen.limits`), and ``out`` is made only once all are."""
+    by its builder (:mod:`tablegen.limits`)."""
     from rich.progress import Progress
 
     total = len(sizes) * len(FAMILIES) + (len(range(*expand[:1], expand[1] + 1, expand[2]))
@@ -117,9 +118,6 @@ def run(sizes: list[int], out: Path, expand: tuple[int, int, int] | None = None)
         result = {"sizes": sizes, "families": compare(sizes, step)}
         if expand:
             result["expansion"] = expansion(*expand, progress=step)
-    out.mkdir(parents=True, exist_ok=True)  # only now: a refused size leaves nothing behind
-    tmp = out / "compare.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(out / "compare.json")
+    (out / "compare.json").write_text(json.dumps(result, indent=1))
     plot(result, out / "compare.png")
     return result
