@@ -132,11 +132,12 @@ def print_failure(errors, what: str | None = None, where: str = "") -> None:
 
 
 def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
-                  into: Path | None = None):
+                  into: Path | None = None, force: bool = False):
     """Build, verify and write one routing (``args.routing``) into ``out`` (or, in a batch,
     into ``into``, the new directory that becomes ``out`` with the whole batch): what a
     forked worker of ``fabroute tables`` runs.  Returns a JSON-able summary; a table set that
-    fails verification is not written (``verified`` false, its errors listed)."""
+    fails verification is not written (``verified`` false, its errors listed).  ``force``:
+    ``out`` may replace a fabroute output of another kind."""
     t0 = time.perf_counter()
     ts, rep = build_and_verify(topo, args)
     t1 = time.perf_counter()
@@ -145,14 +146,14 @@ def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
     if not rep.ok:
         return dict(res, errors=rep.errors)
     files, skipped = write_table_set(ts, rep, into or out, formats, jobs=jobs,
-                                     into=into is not None)
+                                     into=into is not None, force=force)
     return dict(res, files=len(files), skipped=skipped,
                 seconds={"tables_and_verify": round(t1 - t0, 3),
                          "export": round(time.perf_counter() - t1, 3)})
 
 
 def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None, vcs=None,
-                   jobs: int = 1, done=None) -> list[dict]:
+                   jobs: int = 1, done=None, force: bool = False) -> list[dict]:
     """:func:`table_set_job` for each of ``routings`` into ``out / routing``, ``jobs``
     routings and formats at a time in forked processes (:mod:`tablegen.forked`: once a
     routing is verified its formats are jobs of their own; a single routing writes ``out``
@@ -160,26 +161,28 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
     replaces ``out`` when all have ended (:func:`~tablegen.exports.outdir.replaced_dir`),
     with ``routings.json`` listing what it holds; so ``out`` holds the old batch or the
     new one, never a mix.  The minimal tables several routings share are computed once,
-    before the fork.  ``done(summary)`` is called as each routing ends."""
+    before the fork.  ``done(summary)`` is called as each routing ends.  ``out`` replaces a
+    directory of the same kind (a table set, a batch), with ``force`` any fabroute output
+    (:func:`~tablegen.exports.outdir.check_out_dir`)."""
     from tablegen.exports.outdir import replaced_dir
     from tablegen.forked import run_forked
     from tablegen.routing.build import share_minimal_tables
 
     if len(routings) == 1:
         ns = argparse.Namespace(routing=routings[0], nonmin=nonmin, vcs=vcs)
-        res = table_set_job(topo, ns, out, formats, jobs)
+        res = table_set_job(topo, ns, out, formats, jobs, force=force)
         if done is not None:
             done(res)
         return [res]
     share_minimal_tables(topo, routings)
-    with replaced_dir(out) as tmp:
+    with replaced_dir(out, kind="batch", force=force) as tmp:
         tasks = [functools.partial(table_set_job, topo,
                                    argparse.Namespace(routing=r, nonmin=nonmin, vcs=vcs),
                                    out / r, formats, jobs, tmp / r)
                  for r in routings]
         results = run_forked(tasks, jobs, None if done is None else lambda _i, r: done(r))
         (tmp / "routings.json").write_text(json.dumps(
-            {"topology": topo.name(), "routings": list(routings),
+            {"kind": "batch", "topology": topo.name(), "routings": list(routings),
              "written": [r["routing"] for r in results if r["verified"]]}, indent=1) + "\n")
     return results
 
@@ -202,7 +205,8 @@ def cmd_tables(args) -> int:
     jobs = args.jobs if args.jobs is not None else cpu_count()
     if jobs < 1:
         raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
-    check_out_dir(args.out)
+    check_out_dir(args.out, kind="batch" if len(routings) > 1 else "table-set",
+                  force=args.force)
     topo = topology_of(args.spec, args.fail)
     for r in routings:
         try:
@@ -232,7 +236,7 @@ def cmd_tables(args) -> int:
     con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
                 f"({jobs} worker{'s' * (jobs > 1)})…")
     write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
-                   vcs=args.vcs, jobs=jobs, done=done)
+                   vcs=args.vcs, jobs=jobs, done=done, force=args.force)
     return status
 
 
@@ -472,7 +476,7 @@ def cmd_expand(args) -> int:
     src = Path(args.spec)
     formats, lmc, seed = ("json", "ib", "openflow"), 0, 1
     if args.out is not None:
-        check_out_dir(args.out)
+        check_out_dir(args.out, kind="table-set", force=args.force)
     if src.is_dir():
         old, exports = _proven_dir(src, "expand")
         if old is None:
@@ -502,7 +506,8 @@ def cmd_expand(args) -> int:
         return 1
     diff = table_diff(old, new, relabel)
     if args.out is not None:
-        write_table_set(new, rep, Path(args.out), formats, lmc, seed, update=diff)
+        write_table_set(new, rep, Path(args.out), formats, lmc, seed, update=diff,
+                        force=args.force)
     if args.json:
         print(json.dumps(diff))
     else:
@@ -553,7 +558,9 @@ def cmd_compare(args) -> int:
                        "expected comma-separated integers") from None
     if expand is not None and (len(expand) != 3 or expand[2] <= 0 or expand[1] < expand[0]):
         raise BadInput(f"compare: --expansion {args.expansion}; expected START,STOP,STEP")
-    res = run(sizes, Path(args.out), expand)
+    check_out_dir(args.out, kind="compare", force=args.force)
+    with replaced_dir(Path(args.out), kind="compare", force=args.force) as tmp:
+        res = run(sizes, tmp, expand)
     for f, rows in res["families"].items():
         print(f"{f:6} " + "  ".join(f"n={r['n']}: D={r['diameter']} ASPL={r['aspl']:.2f} "
                                     f"cable={r['cable_m']:.2f}m" for r in rows))
@@ -576,6 +583,14 @@ def routing_args(sp, several: bool = False) -> None:
                     "(fewer than needed fail verify)")
 
 
+def force_option(sp) -> None:
+    """``--force``: the output directory may replace a fabroute output of another kind."""
+    sp.add_argument("--force", action="store_true", help="replace --out even when it holds "
+                    "a fabroute output of another kind (a batch, a table set, an IB export, "
+                    "a comparison…); the same kind is replaced anyway, a directory fabroute "
+                    "did not write never")
+
+
 def add_parsers(sub) -> None:
     """Add tablegen's sub-commands to ``sub`` (an argparse sub-parsers object)."""
     from tablegen.limits import MAX_JOBS, jobs_option, lmc_option, seed_option
@@ -589,6 +604,7 @@ def add_parsers(sub) -> None:
     sp.add_argument("spec")
     routing_args(sp, several=True)
     sp.add_argument("--out", required=True)
+    force_option(sp)
     sp.add_argument("--formats", default="json,ib,openflow")
     sp.add_argument("--fail", metavar="A:B[,C:D...]", help="tables for the fabric without "
                     "the cables between these switch pairs (ids as in `fabroute topology SPEC "
@@ -644,6 +660,7 @@ def add_parsers(sub) -> None:
     sp.add_argument("--routing", default="dsnf", help="with a SPEC (default dsnf)")
     sp.add_argument("--out", metavar="NEWDIR", help="write the grown, verified table set here "
                     "with update.json (the diff and the order to apply it)")
+    force_option(sp)
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_expand)
 
@@ -659,4 +676,5 @@ def add_parsers(sub) -> None:
     sp.add_argument("--expansion", help="START,STOP,STEP: grow DSN-F (paper Fig. 4: "
                     "1024,2048,64)")
     sp.add_argument("--out", default="out/compare")
+    force_option(sp)
     sp.set_defaults(func=cmd_compare)

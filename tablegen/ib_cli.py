@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tablegen.cli import console, routing_args, topology_of, verified_tables
+from tablegen.cli import console, force_option, routing_args, topology_of, verified_tables
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE
 from tablegen.exports.outdir import check_out_dir, replaced_dir
@@ -23,6 +23,7 @@ def cmd_ib_export(args) -> int:
     from tablegen.exports.manifest import write_manifest
     from tablegen.exports.writer import json_chunks, write_in_place
 
+    check_out_dir(args.out, kind="ib-export", force=args.force)    # before any work
     con = console()
     variant = VARIANT if args.ib_native else None
     if variant:
@@ -46,12 +47,13 @@ def cmd_ib_export(args) -> int:
         raise BadInput(f"ib export: {e}") from None
     manifest_ib = dict({"lmc": args.lmc, "seed": args.seed, "prefix": ""},
                        **({"variant": variant} if variant else {}))
-    with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out)) as tmp:
+    with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out), kind="ib-export",
+                                                           force=args.force) as tmp:
         files = export_ib(ts, tmp, lmc=args.lmc, seed=args.seed, flat=True, ib=ib)
         ts.save_npz(tmp / TABLES_NPZ)
         write_in_place(str(tmp / TOPOLOGY_FILE), json_chunks(topo.to_dict()))
         write_manifest(tmp, rep, {"json": False, "report": False, "openflow": False,
-                                  "ib": manifest_ib})
+                                  "ib": manifest_ib}, kind="ib-export")
     layers, irep = ib
     summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": args.lmc,
                "variant": variant, "files": sorted(Path(f).name for f in files),
@@ -69,9 +71,9 @@ def cmd_ib_import(args) -> int:
     import_dir`): exit 1, nothing written, when the LFTs do not deliver every pair."""
     from tablegen.exports.infiniband.imports import import_dir
 
-    check_out_dir(args.out)
+    check_out_dir(args.out, kind="table-set", force=args.force)
     try:
-        res = import_dir(Path(args.dir), Path(args.out), args.engine)
+        res = import_dir(Path(args.dir), Path(args.out), args.engine, force=args.force)
     except BadInput as e:
         raise BadInput(f"ib import: {e}") from None
     for e in res.get("errors", ()):
@@ -100,6 +102,7 @@ def add_ib_parsers(ib) -> None:
                     "escape layer; for fabrics where the routing's own paths do not fit 8 VLs "
                     "(LMC 0)")
     sp.add_argument("--out", required=True)
+    force_option(sp)
     sp.set_defaults(func=cmd_ib_export)
 
     sp = ib.add_parser("import", help="turn IB files (fabric.net, guids.json, guid2lid, "
@@ -109,5 +112,6 @@ def add_ib_parsers(ib) -> None:
                        "host index and LID offset")
     sp.add_argument("dir")
     sp.add_argument("--out", required=True, metavar="TABLEDIR")
+    force_option(sp)
     sp.add_argument("--engine", help="name of the router the files come from (recorded)")
     sp.set_defaults(func=cmd_ib_import)

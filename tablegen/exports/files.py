@@ -133,8 +133,8 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 # table directories: what fabroute tables writes and every consumer loads
 # ---------------------------------------------------------------------------------------------
 def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
-                    jobs: int = 1, into: bool = False,
-                    update: dict | None = None) -> tuple[list[str], dict[str, str]]:
+                    jobs: int = 1, into: bool = False, update: dict | None = None,
+                    force: bool = False) -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole, crash-safe
     (:func:`~tablegen.exports.outdir.replaced_dir`); ``into``: ``out`` is a new directory
     inside one that is itself being replaced (a batch of routings), written in place.  A
@@ -143,11 +143,13 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
     are always written.  With ``jobs > 1`` the formats are written by that many forked
     processes side by side (each format has its own files).  ``update``: the diff from the
     table set this one replaces (:func:`tablegen.update.table_diff`), written as
-    :data:`UPDATE_FILE` and bound by its hash (it cannot be derived from this set alone)."""
+    :data:`UPDATE_FILE` and bound by its hash (it cannot be derived from this set alone).
+    ``force``: replace a fabroute output of another kind
+    (:func:`~tablegen.exports.outdir.check_out_dir`)."""
     if into:
         out.mkdir()
         return _write_files(ts, rep, out, formats, lmc, seed, jobs, update)
-    with replaced_dir(out) as tmp:
+    with replaced_dir(out, kind="table-set", force=force) as tmp:
         return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update)
 
 
