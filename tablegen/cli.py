@@ -14,10 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from tablegen.errors import BadInput, NotExpressible, TopologyError
-from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE, write_table_set
+from tablegen.errors import BadInput, TopologyError
+from tablegen.exports.files import write_table_set
 from tablegen.exports.outdir import check_out_dir, replaced_dir
 from tablegen.topology import Topology
+from tablegen.verify_cli import print_failure
 
 
 def console():
@@ -122,15 +123,6 @@ def verified_tables(topo: Topology, args, con, cmd: str):
     return None, rep
 
 
-def print_failure(errors, what: str | None = None, where: str = "") -> None:
-    """Verify's errors on stderr; with ``what`` (``cmd: routing on topology``) the line
-    saying nothing was written."""
-    for e in errors:
-        print(f"verify: {e}", file=sys.stderr)
-    if what is not None:
-        print(f"{what} failed verification; nothing written{where}", file=sys.stderr)
-
-
 def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
                   into: Path | None = None, force: bool = False):
     """Build, verify and write one routing (``args.routing``) into ``out`` (or, in a batch,
@@ -147,6 +139,11 @@ def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
         return dict(res, errors=rep.errors)
     files, skipped = write_table_set(ts, rep, into or out, formats, jobs=jobs,
                                      into=into is not None, force=force)
+    if "ib" in formats and "ib" not in skipped:
+        man = json.loads(((into or out) / "manifest.json").read_text())
+        if man["exports"]["ib"].get("min_only"):
+            print(f"tables: {args.routing}: the InfiniBand files carry MIN only: "
+                  f"{man['exports']['ib']['min_only']}", file=sys.stderr)
     return dict(res, files=len(files), skipped=skipped,
                 seconds={"tables_and_verify": round(t1 - t0, 3),
                          "export": round(time.perf_counter() - t1, 3)})
@@ -241,151 +238,9 @@ def cmd_tables(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from tablegen.exports.files import prove_table_dir
-    from tablegen.exports.infiniband.read import find_ib_dir, load_ib_files
-    from tablegen.exports.infiniband.verify_files import verify_ib_files
-    from tablegen.routing.imported import IMPORTED
+    from tablegen.verify_cli import verify_dir
 
-    d = Path(args.dir)
-    ts, rep, files = prove_table_dir(d)
-    ib = ib_files = None
-    exported = (files or {}).get("exports", {}).get("ib")
-    if rep.ok and ts.routing == IMPORTED:
-        ib, ib_files = _imported_ib(ts, files, args, d)
-    elif rep.ok and files["ok"] and not args.walk_ib_files:
-        # the IB files are byte for byte what the proven layers give (derived again above):
-        # their semantics are the layers', proven on the arrays (verify_ib)
-        lmc, seed, variant = _ib_params(exported, args, d)
-        ib = _ib_report(ts, lmc, seed, variant)
-    elif rep.ok:
-        # asked for, or the files differ: walk every packet through the files themselves
-        try:
-            ib_dir = find_ib_dir(d, required=False)
-            ib_files = load_ib_files(ib_dir) if ib_dir is not None else None
-        except BadInput as e:
-            if files["ok"]:     # the files the manifest vouches for must load
-                raise BadInput(f"verify: {e}") from None
-            files["errors"].append(str(e))
-        else:
-            exported = exported if ib_files is None else {
-                "lmc": ib_files.lmc, "seed": int(ib_files.guids.get("ib", {}).get("seed", 1))}
-            lmc, seed, variant = _ib_params(exported, args, d)
-            ib = (verify_ib_files(ib_files, ts) if ib_files is not None
-                  else _ib_report(ts, lmc, seed, variant))
-    if args.json:
-        print(json.dumps(dict(rep.to_dict(), files=files, ib=ib), indent=1))
-    else:
-        print(f"{rep.topology} {rep.routing}: {'OK' if rep.ok else 'FAILED'}; "
-              f"VCs used {rep.vcs_used} of {rep.num_vcs}; CDG {rep.cdg.get('dependencies', 0)} "
-              f"dependencies, acyclic={not rep.cycle}")
-        for name, c in rep.classes.items():
-            print(f"  {name}: max {c['max_hops']} hops (bound {c['bound']}, recomputed)")
-        if files is not None:
-            print(f"  files: {files['checked']} of {files['files']} in the manifest checked, "
-                  f"{files['derived']} derived again from the proven tables: "
-                  f"{'OK' if files['ok'] else 'FAILED'}")
-        if ib is not None:
-            _print_ib(ib)
-    if not rep.ok:
-        print_failure(rep.errors)
-        return 1
-    status = 0
-    if not files["ok"]:
-        for e in files["errors"]:
-            print(f"verify (files): {e}", file=sys.stderr)
-        if files["error_count"] > len(files["errors"]):
-            print(f"verify (files): … {files['error_count']} errors in all", file=sys.stderr)
-        status = 1
-    if ib is not None and not ib["ok"] and ib.get("expressible", True):
-        what = "InfiniBand files" if ib_files is not None else "InfiniBand"
-        for e in ib["errors"]:
-            print(f"verify ({what}): {e}", file=sys.stderr)
-        status = 1
-    return status
-
-
-def _imported_ib(ts, files: dict, args, d: Path):
-    """``(report, files)`` of the IB files an imported set was made from (``d/ib``): every
-    (HCA, LID) packet walked with its SL and VLs, the CDG, each host-LID entry against the
-    tables (:func:`tablegen.exports.infiniband.imports.verify_imported`).  Files that do not
-    load are a failed file check when the manifest does not vouch for them, else bad input."""
-    from tablegen.exports.infiniband.imports import IB_PREFIX, verify_imported
-    from tablegen.exports.infiniband.read import load_ib_files
-
-    lmc = int(ts.params["lmc"])
-    if args.lmc not in (None, lmc) or args.seed is not None:
-        what = "--seed" if args.seed is not None else f"--lmc {args.lmc}"
-        raise BadInput(f"verify: {what}, but {d} holds imported tables (LMC {lmc}, no seed); "
-                       f"expected no --seed and no --lmc or --lmc {lmc}")
-    try:
-        f = load_ib_files(d / IB_PREFIX)
-    except BadInput as e:
-        if files["ok"]:
-            raise BadInput(f"verify: {e}") from None
-        files["errors"].append(str(e))
-        return None, None
-    return verify_imported(f, ts), f
-
-
-def _ib_params(exported: dict | None, args, d: Path) -> tuple[int, int, str | None]:
-    """LMC, seed and IB variant of the InfiniBand check: those the files were exported with
-    (the command line may only repeat LMC and seed), else the command line's or 0, 1 and
-    none."""
-    if not exported:
-        return (args.lmc if args.lmc is not None else 0,
-                args.seed if args.seed is not None else 1, None)
-    for key in ("lmc", "seed"):
-        given = getattr(args, key)
-        if given is not None and given != exported[key]:
-            raise BadInput(f"verify: --{key} {given}, but the InfiniBand files in {d} were "
-                           f"exported with {key} {exported[key]}; expected no --{key} or "
-                           f"--{key} {exported[key]}")
-    return exported["lmc"], exported["seed"], exported.get("variant")
-
-
-def _ib_report(ts, lmc: int, seed: int, variant: str | None = None) -> dict:
-    """InfiniBand semantics of a table set without exported IB files: layers, SLs, per-VL
-    CDG computed from the tables (:func:`tablegen.exports.infiniband.sls.verify_ib`).  A
-    routing IB cannot express (too many VLs or LIDs) gives ``expressible: False``: what
-    ``fabroute tables`` skips, not a fault of the table set."""
-    from tablegen.exports.infiniband.lids import lid_plan
-    from tablegen.exports.infiniband.sls import ib_routing
-
-    try:
-        lid_plan(ts.topo, lmc)
-        return dict(ib_routing(ts, lmc, seed, variant)[1], expressible=True)
-    except NotExpressible as e:
-        return {"ok": False, "expressible": False, "lmc": lmc, "errors": [str(e)]}
-
-
-_SCHEME = {"path": ", one VL per path", "turn": ", per-hop VLs"}
-
-
-def _print_ib(ib: dict) -> None:
-    if "layers" not in ib:
-        state = "FAILED" if ib.get("expressible", True) else "not expressible"
-        print(f"  InfiniBand (LMC {ib['lmc']}): {state}; {ib['errors'][0]}")
-        return
-    label = f", {ib['variant']} variant" if ib.get("variant") else ""
-    print(f"  InfiniBand (LMC {ib['lmc']}{label}): {'OK' if ib['ok'] else 'FAILED'}; "
-          f"{ib['sls_used']} SLs, {ib['vls_used']} VLs (max VL {ib['vl_max']}) of "
-          f"{ib['data_vls']} data VLs{_SCHEME.get(ib.get('vl_scheme'), '')}; "
-          f"CDG {ib['cdg']['dependencies']} dependencies")
-    files = ib.get("source") == "files"
-    if files:
-        lft = ib["tables"]
-        same = (f"; LFTs {'equal' if lft.get('lft_mismatches') == 0 else 'differ from'} the "
-                f"table set's layers ({lft['lft_entries']} entries)" if lft else "")
-        print(f"    from the files in {ib['dir']}: {ib['paths']} (HCA, LID) paths walked"
-              f"{same}")
-    unit = "paths" if files else "pairs"
-    rows = [(f"offset {lay['offset']} {lay['kind']}", lay) for lay in ib["layers"]]
-    if files:
-        rows.append(("switch LIDs", ib["switch_lids"]))
-    for name, lay in rows:
-        hist = " ".join(f"{h}:{c}" for h, c in lay["hist"].items())
-        print(f"    {name}: max {lay['max_hops']} hops (bound {lay['bound']}); "
-              f"hops:{unit} {hist}")
+    return verify_dir(args)
 
 
 def cmd_path(args) -> int:

@@ -80,6 +80,15 @@ def ib_record(ts: TableSet, lmc: int, seed: int, prefix: str,
     return rec
 
 
+def check_source_routed(ts: TableSet) -> None:
+    """:class:`NotExpressible` when a class of ``ts`` begins in transit (PAR): an IB switch
+    forwards by destination LID alone."""
+    if "reroute" in ts.params:
+        raise NotExpressible(f"{ts.routing}: class {ts.params['reroute']} begins at a packet's "
+                             "second switch; an InfiniBand switch forwards by destination LID "
+                             "and cannot move a packet to another path in transit")
+
+
 def default_lmc(ts: TableSet) -> int:
     """The LMC of ``ts``'s IB files when none is asked for: :data:`NONMIN_LMC` for a routing
     with a non-minimal class, else 0 (callers fall back to 0, saying so
@@ -121,10 +130,7 @@ def plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: 
              prefix: str = "ib/", ib=None, variant: str | None = None) -> list[Job]:
     topo = ts.topo
     n, r = topo.adj.shape
-    if "reroute" in ts.params:
-        raise NotExpressible(f"{ts.routing}: class {ts.params['reroute']} begins at a packet's "
-                             "second switch; an InfiniBand switch forwards by destination LID "
-                             "and cannot move a packet to another path in transit")
+    check_source_routed(ts)
     nports = topo.hosts.astype(np.int64) + r
     if nports.max(initial=0) > MAX_IB_PORT:
         raise NotExpressible(f"{topo.name()}: a switch has {int(nports.max())} ports; InfiniBand "
