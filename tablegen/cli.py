@@ -392,14 +392,26 @@ def cmd_diff(args) -> int:
         print(json.dumps(diff))
         return 0
     e, c = diff["entries"], diff["cables"]
-    print(f"{diff['from']} ({a.routing}) -> {diff['to']} ({b.routing}): {how}")
+    print(f"{diff['from']} ({a.routing}) -> {diff['to']} ({b.routing}): "
+          f"{'the same table sets' if diff['same'] else 'the table sets differ'} "
+          f"(fabric: {how})")
+    for d in diff["differences"]:
+        change = (f"{d['changed']} entries differ" if "changed" in d
+                  else f"{_shown(d['old'])} -> {_shown(d['new'])}")
+        print(f"  {d['what']}: {change}")
     for name, t in diff["tables"].items():
-        print(f"  {name:10} +{t['added']} ~{t['changed']} -{t['removed']} "
+        print(f"  table {name:10} +{t['added']} ~{t['changed']} -{t['removed']} "
               f"={t['unchanged']}")
-    print(f"  switches with changes: {len(e['per_switch'])}; cables +{len(c['added'])} "
-          f"-{len(c['removed'])} replugged {len(c['replugged'])}; VCs {diff['vcs']['old']} -> "
-          f"{diff['vcs']['new']}; update: {diff['order']['consistency']}")
+    print(f"  switches with changed entries: {len(e['per_switch'])}; cables "
+          f"+{len(c['added'])} -{len(c['removed'])} replugged {len(c['replugged'])}; VCs "
+          f"{diff['vcs']['old']} -> {diff['vcs']['new']} (VC increments changed: "
+          f"{diff['vcs']['vc_inc_changed']}); update: {diff['order']['consistency']}")
     return 0
+
+
+def _shown(v) -> str:
+    """A difference's value as text: lists and dicts as JSON, not Python reprs."""
+    return v if isinstance(v, str) else json.dumps(v)
 
 
 def cmd_compare(args) -> int:
