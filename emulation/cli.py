@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import adaptive_args, adaptive_of
-from tablegen.cli import console, routing_args, topology_of, verified_tables
+from tablegen.cli import console, force_option, routing_args, topology_of, verified_tables
 from tablegen.errors import BadInput, RunFailed
 from tablegen.limits import (
     duration_option,
@@ -119,6 +119,7 @@ def _add_ib_compare_parser(ib) -> None:
                          "lash_start_vl=7")
     sp.add_argument("--out", help="write compare.json, compare.png and per engine the read-"
                     "back table set here")
+    force_option(sp)
     sp.add_argument("--json", action="store_true", help="print the JSON instead of a table")
     sp.set_defaults(func=cmd_ib_compare)
 
@@ -254,7 +255,8 @@ def cmd_ib_compare(args) -> int:
                   None if args.routings is None else names(args.routings), lmc=args.lmc,
                   seed=args.seed, timeout=args.timeout,
                   out=Path(args.out) if args.out else None, max_paths=args.max_paths,
-                  options=options, adversarial=args.adversarial, log=con.log)
+                  options=options, adversarial=args.adversarial, log=con.log,
+                  force=args.force)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

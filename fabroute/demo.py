@@ -7,28 +7,36 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tablegen.cli import build_and_verify, console, print_failure, topology_of
+from tablegen.cli import build_and_verify, console, force_option, print_failure, topology_of
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.files import write_table_set
-from tablegen.exports.outdir import check_out_dir, check_writable, replaced_dir
+from tablegen.exports.outdir import (
+    KINDS,
+    check_out_dir,
+    check_writable,
+    own_kind,
+    replaced_dir,
+)
 
 ROUTINGS = ("min", "val-3h", "ugal-l")
+IB_DIR = "ib-val-3h"
 
 
 def add_parser(sub) -> None:
     sp = sub.add_parser("demo", help="Slim Fly q=5: MIN, VAL_3h, UGAL-L tables, verified, "
                         "exported; VAL_3h loaded into OpenSM + ibsim and into Open vSwitch")
-    sp.add_argument("--out", default="out/demo")
+    sp.add_argument("--out", default="out/demo", help="directory of the demo's table sets "
+                    "(OUT/ROUTING) and InfiniBand files (OUT/ib-val-3h) (default out/demo)")
+    force_option(sp)
     sp.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args) -> int:
     from rich.table import Table
 
-    con = console()
     out = check_writable(args.out, "--out")
-    for sub in (*ROUTINGS, "ib-val-3h"):     # refused before the first table is built
-        check_out_dir(out / sub, "--out")
+    _check_out(out, args.force)
+    con = console()
     topo = topology_of("slimfly:q=5")
     table = Table(title=f"fabroute demo: {topo.name()} ({topo.n_switches} switches, "
                         f"{topo.n_hosts} hosts) -> {out}")
@@ -41,15 +49,28 @@ def cmd_demo(args) -> int:
             print_failure(rep.errors)
             status = 1
             continue
-        files, skipped = write_table_set(ts, rep, out / routing, ("json", "ib", "openflow"))
+        files, skipped = write_table_set(ts, rep, out / routing, ("json", "ib", "openflow"),
+                                         force=args.force)
         for fmt, why in skipped.items():
             con.print(f"{routing}: {fmt} export skipped: {why}")
         table.add_row(routing, ",".join(rep.classes),
                       ",".join(str(c["max_hops"]) for c in rep.classes.values()),
                       str(ts.num_vcs), str(rep.cdg["dependencies"]), "yes", str(len(files)))
     con.print(table)
-    status |= _infiniband(topo, out / "ib-val-3h", con)
+    status |= _infiniband(topo, out / IB_DIR, con, args.force)
     return status | _emulation(topo, con)
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """Refuse, before any work, an ``--out`` whose parts the demo must not replace: OUT
+    itself a fabroute output (a batch, a table set, …) unless ``force``, and each directory
+    the demo writes in it as :func:`~tablegen.exports.outdir.check_out_dir` does."""
+    if out.is_dir() and (found := own_kind(out)) is not None and not force:
+        raise BadInput(f"--out {out}: holds {KINDS[found]}, not {KINDS['demo']}; expected a "
+                       "new path, an earlier demo's, or --force to replace its parts")
+    for routing in ROUTINGS:
+        check_out_dir(out / routing, kind="table-set", force=force)
+    check_out_dir(out / IB_DIR, kind="ib-files", force=force)
 
 
 def _routing(name: str) -> argparse.Namespace:
@@ -81,7 +102,7 @@ def _emulation(topo, con) -> int:
     return 0 if rep["ok"] else 1
 
 
-def _infiniband(topo, out: Path, con) -> int:
+def _infiniband(topo, out: Path, con, force: bool = False) -> int:
     """VAL_3h on LMC 2 (offset 0 MIN, 1-3 VAL_3h trees) loaded into real OpenSM on ibsim."""
     from rich.table import Table
 
@@ -90,7 +111,7 @@ def _infiniband(topo, out: Path, con) -> int:
 
     ts, _ = build_and_verify(topo, _routing("val-3h"), con)
     ib = ib_layers(ts, 2)
-    with replaced_dir(out) as tmp:
+    with replaced_dir(out, kind="ib-files", force=force) as tmp:
         export_ib(ts, tmp, lmc=2, flat=True, ib=ib)
     with con.status("InfiniBand: ibsim + OpenSM load, read back, compare…"):
         try:

@@ -14,10 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from tablegen.errors import BadInput, NotExpressible, TopologyError
-from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE, write_table_set
+from tablegen.errors import BadInput, TopologyError
+from tablegen.exports.files import write_table_set
 from tablegen.exports.outdir import check_out_dir, replaced_dir
 from tablegen.topology import Topology
+from tablegen.verify_cli import print_failure
 
 
 def console():
@@ -122,21 +123,13 @@ def verified_tables(topo: Topology, args, con, cmd: str):
     return None, rep
 
 
-def print_failure(errors, what: str | None = None, where: str = "") -> None:
-    """Verify's errors on stderr; with ``what`` (``cmd: routing on topology``) the line
-    saying nothing was written."""
-    for e in errors:
-        print(f"verify: {e}", file=sys.stderr)
-    if what is not None:
-        print(f"{what} failed verification; nothing written{where}", file=sys.stderr)
-
-
 def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
-                  into: Path | None = None):
+                  into: Path | None = None, force: bool = False):
     """Build, verify and write one routing (``args.routing``) into ``out`` (or, in a batch,
     into ``into``, the new directory that becomes ``out`` with the whole batch): what a
     forked worker of ``fabroute tables`` runs.  Returns a JSON-able summary; a table set that
-    fails verification is not written (``verified`` false, its errors listed)."""
+    fails verification is not written (``verified`` false, its errors listed).  ``force``:
+    ``out`` may replace a fabroute output of another kind."""
     t0 = time.perf_counter()
     ts, rep = build_and_verify(topo, args)
     t1 = time.perf_counter()
@@ -145,14 +138,19 @@ def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
     if not rep.ok:
         return dict(res, errors=rep.errors)
     files, skipped = write_table_set(ts, rep, into or out, formats, jobs=jobs,
-                                     into=into is not None)
+                                     into=into is not None, force=force)
+    if "ib" in formats and "ib" not in skipped:
+        man = json.loads(((into or out) / "manifest.json").read_text())
+        if man["exports"]["ib"].get("min_only"):
+            print(f"tables: {args.routing}: the InfiniBand files carry MIN only: "
+                  f"{man['exports']['ib']['min_only']}", file=sys.stderr)
     return dict(res, files=len(files), skipped=skipped,
                 seconds={"tables_and_verify": round(t1 - t0, 3),
                          "export": round(time.perf_counter() - t1, 3)})
 
 
 def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None, vcs=None,
-                   jobs: int = 1, done=None) -> list[dict]:
+                   jobs: int = 1, done=None, force: bool = False) -> list[dict]:
     """:func:`table_set_job` for each of ``routings`` into ``out / routing``, ``jobs``
     routings and formats at a time in forked processes (:mod:`tablegen.forked`: once a
     routing is verified its formats are jobs of their own; a single routing writes ``out``
@@ -160,26 +158,28 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
     replaces ``out`` when all have ended (:func:`~tablegen.exports.outdir.replaced_dir`),
     with ``routings.json`` listing what it holds; so ``out`` holds the old batch or the
     new one, never a mix.  The minimal tables several routings share are computed once,
-    before the fork.  ``done(summary)`` is called as each routing ends."""
+    before the fork.  ``done(summary)`` is called as each routing ends.  ``out`` replaces a
+    directory of the same kind (a table set, a batch), with ``force`` any fabroute output
+    (:func:`~tablegen.exports.outdir.check_out_dir`)."""
     from tablegen.exports.outdir import replaced_dir
     from tablegen.forked import run_forked
     from tablegen.routing.build import share_minimal_tables
 
     if len(routings) == 1:
         ns = argparse.Namespace(routing=routings[0], nonmin=nonmin, vcs=vcs)
-        res = table_set_job(topo, ns, out, formats, jobs)
+        res = table_set_job(topo, ns, out, formats, jobs, force=force)
         if done is not None:
             done(res)
         return [res]
     share_minimal_tables(topo, routings)
-    with replaced_dir(out) as tmp:
+    with replaced_dir(out, kind="batch", force=force) as tmp:
         tasks = [functools.partial(table_set_job, topo,
                                    argparse.Namespace(routing=r, nonmin=nonmin, vcs=vcs),
                                    out / r, formats, jobs, tmp / r)
                  for r in routings]
         results = run_forked(tasks, jobs, None if done is None else lambda _i, r: done(r))
         (tmp / "routings.json").write_text(json.dumps(
-            {"topology": topo.name(), "routings": list(routings),
+            {"kind": "batch", "topology": topo.name(), "routings": list(routings),
              "written": [r["routing"] for r in results if r["verified"]]}, indent=1) + "\n")
     return results
 
@@ -202,7 +202,8 @@ def cmd_tables(args) -> int:
     jobs = args.jobs if args.jobs is not None else cpu_count()
     if jobs < 1:
         raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
-    check_out_dir(args.out)
+    check_out_dir(args.out, kind="batch" if len(routings) > 1 else "table-set",
+                  force=args.force)
     topo = topology_of(args.spec, args.fail)
     for r in routings:
         try:
@@ -232,156 +233,14 @@ def cmd_tables(args) -> int:
     con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
                 f"({jobs} worker{'s' * (jobs > 1)})…")
     write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
-                   vcs=args.vcs, jobs=jobs, done=done)
+                   vcs=args.vcs, jobs=jobs, done=done, force=args.force)
     return status
 
 
 def cmd_verify(args) -> int:
-    from tablegen.exports.files import prove_table_dir
-    from tablegen.exports.infiniband.read import find_ib_dir, load_ib_files
-    from tablegen.exports.infiniband.verify_files import verify_ib_files
-    from tablegen.routing.imported import IMPORTED
+    from tablegen.verify_cli import verify_dir
 
-    d = Path(args.dir)
-    ts, rep, files = prove_table_dir(d)
-    ib = ib_files = None
-    exported = (files or {}).get("exports", {}).get("ib")
-    if rep.ok and ts.routing == IMPORTED:
-        ib, ib_files = _imported_ib(ts, files, args, d)
-    elif rep.ok and files["ok"] and not args.walk_ib_files:
-        # the IB files are byte for byte what the proven layers give (derived again above):
-        # their semantics are the layers', proven on the arrays (verify_ib)
-        lmc, seed, variant = _ib_params(exported, args, d)
-        ib = _ib_report(ts, lmc, seed, variant)
-    elif rep.ok:
-        # asked for, or the files differ: walk every packet through the files themselves
-        try:
-            ib_dir = find_ib_dir(d, required=False)
-            ib_files = load_ib_files(ib_dir) if ib_dir is not None else None
-        except BadInput as e:
-            if files["ok"]:     # the files the manifest vouches for must load
-                raise BadInput(f"verify: {e}") from None
-            files["errors"].append(str(e))
-        else:
-            exported = exported if ib_files is None else {
-                "lmc": ib_files.lmc, "seed": int(ib_files.guids.get("ib", {}).get("seed", 1))}
-            lmc, seed, variant = _ib_params(exported, args, d)
-            ib = (verify_ib_files(ib_files, ts) if ib_files is not None
-                  else _ib_report(ts, lmc, seed, variant))
-    if args.json:
-        print(json.dumps(dict(rep.to_dict(), files=files, ib=ib), indent=1))
-    else:
-        print(f"{rep.topology} {rep.routing}: {'OK' if rep.ok else 'FAILED'}; "
-              f"VCs used {rep.vcs_used} of {rep.num_vcs}; CDG {rep.cdg.get('dependencies', 0)} "
-              f"dependencies, acyclic={not rep.cycle}")
-        for name, c in rep.classes.items():
-            print(f"  {name}: max {c['max_hops']} hops (bound {c['bound']}, recomputed)")
-        if files is not None:
-            print(f"  files: {files['checked']} of {files['files']} in the manifest checked, "
-                  f"{files['derived']} derived again from the proven tables: "
-                  f"{'OK' if files['ok'] else 'FAILED'}")
-        if ib is not None:
-            _print_ib(ib)
-    if not rep.ok:
-        print_failure(rep.errors)
-        return 1
-    status = 0
-    if not files["ok"]:
-        for e in files["errors"]:
-            print(f"verify (files): {e}", file=sys.stderr)
-        if files["error_count"] > len(files["errors"]):
-            print(f"verify (files): … {files['error_count']} errors in all", file=sys.stderr)
-        status = 1
-    if ib is not None and not ib["ok"] and ib.get("expressible", True):
-        what = "InfiniBand files" if ib_files is not None else "InfiniBand"
-        for e in ib["errors"]:
-            print(f"verify ({what}): {e}", file=sys.stderr)
-        status = 1
-    return status
-
-
-def _imported_ib(ts, files: dict, args, d: Path):
-    """``(report, files)`` of the IB files an imported set was made from (``d/ib``): every
-    (HCA, LID) packet walked with its SL and VLs, the CDG, each host-LID entry against the
-    tables (:func:`tablegen.exports.infiniband.imports.verify_imported`).  Files that do not
-    load are a failed file check when the manifest does not vouch for them, else bad input."""
-    from tablegen.exports.infiniband.imports import IB_PREFIX, verify_imported
-    from tablegen.exports.infiniband.read import load_ib_files
-
-    lmc = int(ts.params["lmc"])
-    if args.lmc not in (None, lmc) or args.seed is not None:
-        what = "--seed" if args.seed is not None else f"--lmc {args.lmc}"
-        raise BadInput(f"verify: {what}, but {d} holds imported tables (LMC {lmc}, no seed); "
-                       f"expected no --seed and no --lmc or --lmc {lmc}")
-    try:
-        f = load_ib_files(d / IB_PREFIX)
-    except BadInput as e:
-        if files["ok"]:
-            raise BadInput(f"verify: {e}") from None
-        files["errors"].append(str(e))
-        return None, None
-    return verify_imported(f, ts), f
-
-
-def _ib_params(exported: dict | None, args, d: Path) -> tuple[int, int, str | None]:
-    """LMC, seed and IB variant of the InfiniBand check: those the files were exported with
-    (the command line may only repeat LMC and seed), else the command line's or 0, 1 and
-    none."""
-    if not exported:
-        return (args.lmc if args.lmc is not None else 0,
-                args.seed if args.seed is not None else 1, None)
-    for key in ("lmc", "seed"):
-        given = getattr(args, key)
-        if given is not None and given != exported[key]:
-            raise BadInput(f"verify: --{key} {given}, but the InfiniBand files in {d} were "
-                           f"exported with {key} {exported[key]}; expected no --{key} or "
-                           f"--{key} {exported[key]}")
-    return exported["lmc"], exported["seed"], exported.get("variant")
-
-
-def _ib_report(ts, lmc: int, seed: int, variant: str | None = None) -> dict:
-    """InfiniBand semantics of a table set without exported IB files: layers, SLs, per-VL
-    CDG computed from the tables (:func:`tablegen.exports.infiniband.sls.verify_ib`).  A
-    routing IB cannot express (too many VLs or LIDs) gives ``expressible: False``: what
-    ``fabroute tables`` skips, not a fault of the table set."""
-    from tablegen.exports.infiniband.lids import lid_plan
-    from tablegen.exports.infiniband.sls import ib_routing
-
-    try:
-        lid_plan(ts.topo, lmc)
-        return dict(ib_routing(ts, lmc, seed, variant)[1], expressible=True)
-    except NotExpressible as e:
-        return {"ok": False, "expressible": False, "lmc": lmc, "errors": [str(e)]}
-
-
-_SCHEME = {"path": ", one VL per path", "turn": ", per-hop VLs"}
-
-
-def _print_ib(ib: dict) -> None:
-    if "layers" not in ib:
-        state = "FAILED" if ib.get("expressible", True) else "not expressible"
-        print(f"  InfiniBand (LMC {ib['lmc']}): {state}; {ib['errors'][0]}")
-        return
-    label = f", {ib['variant']} variant" if ib.get("variant") else ""
-    print(f"  InfiniBand (LMC {ib['lmc']}{label}): {'OK' if ib['ok'] else 'FAILED'}; "
-          f"{ib['sls_used']} SLs, {ib['vls_used']} VLs (max VL {ib['vl_max']}) of "
-          f"{ib['data_vls']} data VLs{_SCHEME.get(ib.get('vl_scheme'), '')}; "
-          f"CDG {ib['cdg']['dependencies']} dependencies")
-    files = ib.get("source") == "files"
-    if files:
-        lft = ib["tables"]
-        same = (f"; LFTs {'equal' if lft.get('lft_mismatches') == 0 else 'differ from'} the "
-                f"table set's layers ({lft['lft_entries']} entries)" if lft else "")
-        print(f"    from the files in {ib['dir']}: {ib['paths']} (HCA, LID) paths walked"
-              f"{same}")
-    unit = "paths" if files else "pairs"
-    rows = [(f"offset {lay['offset']} {lay['kind']}", lay) for lay in ib["layers"]]
-    if files:
-        rows.append(("switch LIDs", ib["switch_lids"]))
-    for name, lay in rows:
-        hist = " ".join(f"{h}:{c}" for h, c in lay["hist"].items())
-        print(f"    {name}: max {lay['max_hops']} hops (bound {lay['bound']}); "
-              f"hops:{unit} {hist}")
+    return verify_dir(args)
 
 
 def cmd_path(args) -> int:
@@ -472,7 +331,7 @@ def cmd_expand(args) -> int:
     src = Path(args.spec)
     formats, lmc, seed = ("json", "ib", "openflow"), 0, 1
     if args.out is not None:
-        check_out_dir(args.out)
+        check_out_dir(args.out, kind="table-set", force=args.force)
     if src.is_dir():
         old, exports = _proven_dir(src, "expand")
         if old is None:
@@ -502,7 +361,8 @@ def cmd_expand(args) -> int:
         return 1
     diff = table_diff(old, new, relabel)
     if args.out is not None:
-        write_table_set(new, rep, Path(args.out), formats, lmc, seed, update=diff)
+        write_table_set(new, rep, Path(args.out), formats, lmc, seed, update=diff,
+                        force=args.force)
     if args.json:
         print(json.dumps(diff))
     else:
@@ -532,14 +392,26 @@ def cmd_diff(args) -> int:
         print(json.dumps(diff))
         return 0
     e, c = diff["entries"], diff["cables"]
-    print(f"{diff['from']} ({a.routing}) -> {diff['to']} ({b.routing}): {how}")
+    print(f"{diff['from']} ({a.routing}) -> {diff['to']} ({b.routing}): "
+          f"{'the same table sets' if diff['same'] else 'the table sets differ'} "
+          f"(fabric: {how})")
+    for d in diff["differences"]:
+        change = (f"{d['changed']} entries differ" if "changed" in d
+                  else f"{_shown(d['old'])} -> {_shown(d['new'])}")
+        print(f"  {d['what']}: {change}")
     for name, t in diff["tables"].items():
-        print(f"  {name:10} +{t['added']} ~{t['changed']} -{t['removed']} "
+        print(f"  table {name:10} +{t['added']} ~{t['changed']} -{t['removed']} "
               f"={t['unchanged']}")
-    print(f"  switches with changes: {len(e['per_switch'])}; cables +{len(c['added'])} "
-          f"-{len(c['removed'])} replugged {len(c['replugged'])}; VCs {diff['vcs']['old']} -> "
-          f"{diff['vcs']['new']}; update: {diff['order']['consistency']}")
+    print(f"  switches with changed entries: {len(e['per_switch'])}; cables "
+          f"+{len(c['added'])} -{len(c['removed'])} replugged {len(c['replugged'])}; VCs "
+          f"{diff['vcs']['old']} -> {diff['vcs']['new']} (VC increments changed: "
+          f"{diff['vcs']['vc_inc_changed']}); update: {diff['order']['consistency']}")
     return 0
+
+
+def _shown(v) -> str:
+    """A difference's value as text: lists and dicts as JSON, not Python reprs."""
+    return v if isinstance(v, str) else json.dumps(v)
 
 
 def cmd_compare(args) -> int:
@@ -553,8 +425,8 @@ def cmd_compare(args) -> int:
                        "expected comma-separated integers") from None
     if expand is not None and (len(expand) != 3 or expand[2] <= 0 or expand[1] < expand[0]):
         raise BadInput(f"compare: --expansion {args.expansion}; expected START,STOP,STEP")
-    check_out_dir(args.out)
-    with replaced_dir(Path(args.out)) as tmp:   # a Ctrl-C leaves the old directory whole
+    check_out_dir(args.out, kind="compare", force=args.force)
+    with replaced_dir(Path(args.out), kind="compare", force=args.force) as tmp:
         res = run(sizes, tmp, expand)
     for f, rows in res["families"].items():
         print(f"{f:6} " + "  ".join(f"n={r['n']}: D={r['diameter']} ASPL={r['aspl']:.2f} "
@@ -578,6 +450,14 @@ def routing_args(sp, several: bool = False) -> None:
                     "(fewer than needed fail verify)")
 
 
+def force_option(sp) -> None:
+    """``--force``: the output directory may replace a fabroute output of another kind."""
+    sp.add_argument("--force", action="store_true", help="replace --out even when it holds "
+                    "a fabroute output of another kind (a batch, a table set, an IB export, "
+                    "a comparison…); the same kind is replaced anyway, a directory fabroute "
+                    "did not write never")
+
+
 def add_parsers(sub) -> None:
     """Add tablegen's sub-commands to ``sub`` (an argparse sub-parsers object)."""
     from tablegen.limits import (
@@ -598,6 +478,7 @@ def add_parsers(sub) -> None:
     sp.add_argument("spec")
     routing_args(sp, several=True)
     sp.add_argument("--out", required=True)
+    force_option(sp)
     sp.add_argument("--formats", default="json,ib,openflow")
     sp.add_argument("--fail", metavar="A:B[,C:D...]", help="tables for the fabric without "
                     "the cables between these switch pairs (ids as in `fabroute topology SPEC "
@@ -653,6 +534,7 @@ def add_parsers(sub) -> None:
     sp.add_argument("--routing", default="dsnf", help="with a SPEC (default dsnf)")
     sp.add_argument("--out", metavar="NEWDIR", help="write the grown, verified table set here "
                     "with update.json (the diff and the order to apply it)")
+    force_option(sp)
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_expand)
 
@@ -668,4 +550,5 @@ def add_parsers(sub) -> None:
     sp.add_argument("--expansion", help="START,STOP,STEP: grow DSN-F (paper Fig. 4: "
                     "1024,2048,64)")
     sp.add_argument("--out", default="out/compare")
+    force_option(sp)
     sp.set_defaults(func=cmd_compare)

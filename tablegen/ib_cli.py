@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tablegen.cli import console, routing_args, topology_of, verified_tables
+from tablegen.cli import console, force_option, routing_args, topology_of, verified_tables
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE
 from tablegen.exports.outdir import check_out_dir, replaced_dir
@@ -19,12 +19,15 @@ def cmd_ib_export(args) -> int:
     from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.native import VARIANT
     from tablegen.exports.infiniband.sls import check_variant
-    from tablegen.exports.infiniband.write import export_ib, ib_layers
+    from tablegen.exports.infiniband.write import default_lmc, export_ib, ib_layers, ib_record
     from tablegen.exports.manifest import write_manifest
     from tablegen.exports.writer import json_chunks, write_in_place
 
+    check_out_dir(args.out, kind="ib-export", force=args.force)    # before any work
     con = console()
     variant = VARIANT if args.ib_native else None
+    if variant and args.lmc is None:
+        args.lmc = 0        # the IB-native variant is one tree per destination
     if variant:
         try:
             check_variant(variant, args.lmc, args.seed)
@@ -32,28 +35,38 @@ def cmd_ib_export(args) -> int:
             raise BadInput(f"ib export: --ib-native: {e}") from None
     topo = topology_of(args.spec)
     try:
-        lid_plan(topo, args.lmc)     # bad input before any work
+        if args.lmc is not None:
+            lid_plan(topo, args.lmc)     # bad input before any work
     except NotExpressible as e:
         raise BadInput(f"ib export: --lmc {args.lmc}: {e}") from None
     ts, rep = verified_tables(topo, args, con, "ib export")
     if ts is None:
         return 1
-    what = "IB-native trees" if variant else f"InfiniBand layers (LMC {args.lmc})"
-    try:
-        with con.status(f"{what}, SLs, IB verification…"):
-            ib = ib_layers(ts, args.lmc, args.seed, variant)
-    except NotExpressible as e:
-        raise BadInput(f"ib export: {e}") from None
-    manifest_ib = dict({"lmc": args.lmc, "seed": args.seed, "prefix": ""},
+    lmc, why = args.lmc if args.lmc is not None else default_lmc(ts), None
+    while True:
+        what = "IB-native trees" if variant else f"InfiniBand layers (LMC {lmc})"
+        try:
+            with con.status(f"{what}, SLs, IB verification…"):
+                ib = ib_layers(ts, lmc, args.seed, variant)
+            break
+        except NotExpressible as e:
+            if args.lmc is not None or lmc == 0:
+                raise BadInput(f"ib export: {e}") from None
+            lmc, why = 0, f"LMC {lmc} cannot be expressed: {e}"
+    manifest_ib = dict(ib_record(ts, lmc, args.seed, "", why),
                        **({"variant": variant} if variant else {}))
-    with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out)) as tmp:
-        files = export_ib(ts, tmp, lmc=args.lmc, seed=args.seed, flat=True, ib=ib)
+    if manifest_ib.get("min_only"):
+        print(f"ib export: {args.out} carries MIN only: {manifest_ib['min_only']}",
+              file=sys.stderr)
+    with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out), kind="ib-export",
+                                                           force=args.force) as tmp:
+        files = export_ib(ts, tmp, lmc=lmc, seed=args.seed, flat=True, ib=ib)
         ts.save_npz(tmp / TABLES_NPZ)
         write_in_place(str(tmp / TOPOLOGY_FILE), json_chunks(topo.to_dict()))
         write_manifest(tmp, rep, {"json": False, "report": False, "openflow": False,
-                                  "ib": manifest_ib})
+                                  "ib": manifest_ib}, kind="ib-export")
     layers, irep = ib
-    summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": args.lmc,
+    summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": lmc,
                "variant": variant, "files": sorted(Path(f).name for f in files),
                **{k: irep[k] for k in ("sls_used", "vls_used", "vl_max", "data_vls",
                                        "vl_scheme")},
@@ -69,9 +82,9 @@ def cmd_ib_import(args) -> int:
     import_dir`): exit 1, nothing written, when the LFTs do not deliver every pair."""
     from tablegen.exports.infiniband.imports import import_dir
 
-    check_out_dir(args.out)
+    check_out_dir(args.out, kind="table-set", force=args.force)
     try:
-        res = import_dir(Path(args.dir), Path(args.out), args.engine)
+        res = import_dir(Path(args.dir), Path(args.out), args.engine, force=args.force)
     except BadInput as e:
         raise BadInput(f"ib import: {e}") from None
     for e in res.get("errors", ()):
@@ -89,9 +102,11 @@ def add_ib_parsers(ib) -> None:
                        "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
     sp.add_argument("spec")
     routing_args(sp)
-    sp.add_argument("--lmc", type=lmc_option, default=0, help="LIDs per host = 2^LMC (0..7); "
+    sp.add_argument("--lmc", type=lmc_option, help="LIDs per host = 2^LMC (0..7); "
                     "offset k is routed by layer k (0 = minimal, others the routing's "
-                    "non-minimal paths)")
+                    "non-minimal paths); default 1 for a routing with a non-minimal class "
+                    "(0, said on stderr and in the manifest, where 1 cannot be expressed), "
+                    "else 0; LMC 0 carries a non-minimal routing's MIN paths only")
     sp.add_argument("--seed", type=seed_option, default=1, help="seed of the Valiant layers' "
                     "targets, 0 <= SEED < 2**32")
     sp.add_argument("--ib-native", action="store_true", help="the routing's IB-native variant "
@@ -100,6 +115,7 @@ def add_ib_parsers(ib) -> None:
                     "escape layer; for fabrics where the routing's own paths do not fit 8 VLs "
                     "(LMC 0)")
     sp.add_argument("--out", required=True)
+    force_option(sp)
     sp.set_defaults(func=cmd_ib_export)
 
     sp = ib.add_parser("import", help="turn IB files (fabric.net, guids.json, guid2lid, "
@@ -109,5 +125,6 @@ def add_ib_parsers(ib) -> None:
                        "host index and LID offset")
     sp.add_argument("dir")
     sp.add_argument("--out", required=True, metavar="TABLEDIR")
+    force_option(sp)
     sp.add_argument("--engine", help="name of the router the files come from (recorded)")
     sp.set_defaults(func=cmd_ib_import)

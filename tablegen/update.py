@@ -31,7 +31,7 @@ from tablegen.errors import BadInput
 from tablegen.tables import TableSet
 from tablegen.topology import Topology
 
-__all__ = ["cable_diff", "relation", "table_diff"]
+__all__ = ["cable_diff", "relation", "set_differences", "table_diff"]
 
 
 def relation(old: Topology, new: Topology) -> tuple[str, np.ndarray | None]:
@@ -127,7 +127,10 @@ def table_diff(old: TableSet, new: TableSet, relabel: np.ndarray | None = None) 
     table -> counts, only where something changes), ``tables`` (the same totals per table),
     ``vcs`` (``old``, ``new``, ``vc_inc_changed``: (switch, port) pairs of old switches whose
     VC increment differs), ``cables`` (:func:`cable_diff`), ``switches`` (``old``, ``new``,
-    ``added``) and ``order`` (``consistency`` ``ordered`` or ``two-phase``, ``steps``).
+    ``added``), ``order`` (``consistency`` ``ordered`` or ``two-phase``, ``steps``),
+    ``differences`` (:func:`set_differences`: routing, path classes, VC count and scheme,
+    parameters, candidate and exit-port tables) and ``same``: true only when nothing at all
+    differs — entries, cables, VC increments and ``differences``.
 
     Complexity: O(N_new^2) per table, O(L log L) for the cables.
     """
@@ -185,11 +188,55 @@ def table_diff(old: TableSet, new: TableSet, relabel: np.ndarray | None = None) 
     entries = dict(totals, old_destinations_changed=totals["changed"] + totals["removed"],
                    per_switch={str(u): per[u] for u in sorted(per)})
     vcs = {"old": int(old.num_vcs), "new": int(new.num_vcs), "vc_inc_changed": inc_changed}
+    differences = set_differences(old, new, relabel)
+    changed_cables = any(cables[k] for k in ("added", "removed", "replugged"))
+    same = (not differences and not changed_cables and inc_changed == 0 and n_old == n_new
+            and totals["added"] + totals["changed"] + totals["removed"] == 0)
+    # another routing (classes, their tables) is never "ordered": sources choose paths by it
+    rerouted = any(d["what"] in ("routing", "classes", "params") for d in differences)
     return {"from": old.topo.name(), "to": new.topo.name(),
             "routing": [old.routing, new.routing], "entries": entries, "tables": tables,
             "vcs": vcs, "cables": cables,
             "switches": {"old": n_old, "new": n_new, "added": int(fresh.sum())},
-            "order": _order(entries, cables, vcs, int(fresh.sum()), relabel is not None)}
+            "order": _order(entries, cables, vcs, int(fresh.sum()),
+                            relabel is not None or rerouted),
+            "differences": differences, "same": same}
+
+
+def set_differences(old: TableSet, new: TableSet, relabel: np.ndarray | None = None) -> list:
+    """What differs between two table sets beside their entries and cables: ``routing``,
+    ``classes`` (names, or a class's definition: tables, phases, intermediates, VC base,
+    bound), ``num_vcs``, ``vc_scheme``, ``params``, and — ids kept and sizes equal —
+    ``alternatives`` (equal-cost ports) and ``exit_port``.  A list of ``{"what", "old",
+    "new"}`` (the arrays: ``{"what", "changed"}``, entries that differ), empty when they
+    agree.  O(N^2)."""
+    from dataclasses import asdict
+
+    out = []
+
+    def differ(what, a, b):
+        if a != b:
+            out.append({"what": what, "old": a, "new": b})
+
+    differ("routing", old.routing, new.routing)
+    differ("classes", [c.name for c in old.classes], [c.name for c in new.classes])
+    if [c.name for c in old.classes] == [c.name for c in new.classes]:
+        for a, b in zip(old.classes, new.classes):
+            differ(f"class {a.name}", asdict(a), asdict(b))
+    differ("num_vcs", int(old.num_vcs), int(new.num_vcs))
+    differ("vc_scheme", old.vc_scheme, new.vc_scheme)
+    differ("params", dict(old.params), dict(new.params))
+    if relabel is None and old.topo.n_switches == new.topo.n_switches:
+        if old.alternatives.shape == new.alternatives.shape:
+            n = int((old.alternatives != new.alternatives).sum())
+            if n:
+                out.append({"what": "alternatives", "changed": n})
+        ea, eb = old.exit_port, new.exit_port
+        if (ea is None) != (eb is None):
+            differ("exit_port", ea is not None, eb is not None)
+        elif ea is not None and ea.shape == eb.shape and (n := int((ea != eb).sum())):
+            out.append({"what": "exit_port", "changed": n})
+    return out
 
 
 def _vc_inc_changed(old: TableSet, new: TableSet, m: np.ndarray) -> int:

@@ -23,7 +23,7 @@ LAYERS = [
     ("tablegen.routing",),
     ("tablegen.verify", "tablegen.update", "tablegen.backup", "tablegen.analysis"),
     ("tablegen.exports",),
-    ("tablegen.cli", "tablegen.ib_cli"),
+    ("tablegen.cli", "tablegen.ib_cli", "tablegen.verify_cli"),
     ("controller",),
     ("emulation", "simulator"),
     ("fabroute",),

@@ -249,7 +249,7 @@ def test_every_exported_table_set_passes_verify(capsys, tmp_path, spec, routing)
 
 def test_a_table_set_infiniband_cannot_express_still_verifies(capsys, tmp_path):
     """DSN-F n = 1024 needs more VLs than IB has: `tables` skips the IB files, and `verify`
-    proves the table set and reports IB as not expressible, exit 0."""
+    proves the table set and reports IB as not exported, and why: not expressible, exit 0."""
     out = tmp_path / "d"
     code, stdout, err = run(capsys, "tables", "dsnf:n=1024", "--routing", "dsnf", "--out",
                             str(out))
@@ -260,7 +260,8 @@ def test_a_table_set_infiniband_cannot_express_still_verifies(capsys, tmp_path):
     assert code == 0 and rep["ok"], err
     assert rep["ib"]["expressible"] is False and "more than 8 VLs" in rep["ib"]["errors"][0]
     code, stdout, _ = run(capsys, "verify", str(out))
-    assert code == 0 and "InfiniBand (LMC 0): not expressible; " in stdout
+    assert code == 0 and "InfiniBand: not exported (fabroute tables skipped it: " in stdout
+    assert "at LMC 0, no files: not expressible; " in stdout and rep["ib"]["exported"] is False
 
 
 def _tree(d: Path) -> dict[str, bytes]:

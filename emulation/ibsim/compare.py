@@ -122,7 +122,8 @@ def export_routing(topo, routing: str, lmc: int, seed: int, dest: Path,
     write_in_place(str(dest / TOPOLOGY_FILE), json_chunks(topo.to_dict()))
     write_manifest(dest, rep, {"json": False, "report": False, "openflow": False,
                                "ib": dict({"lmc": lmc, "seed": seed, "prefix": ""},
-                                          **({"variant": variant} if variant else {}))})
+                                          **({"variant": variant} if variant else {}))},
+                   kind="ib-export")
 
 
 def measure(name: str, values: dict, base, pairs, work: Path, adversarial: str) -> dict:
@@ -246,13 +247,13 @@ def _failed(head: dict, why: str) -> dict:
 
 
 @contextlib.contextmanager
-def _work_dir(out: Path | None):
+def _work_dir(out: Path | None, force: bool = False):
     """``out`` built crash-safe (temporary sibling, fsync, one rename), or a scratch
     directory removed at the end."""
     if out is not None:
         from tablegen.exports.outdir import replaced_dir
 
-        with replaced_dir(out) as tmp:
+        with replaced_dir(out, kind="ib-compare", force=force) as tmp:
             yield tmp
         return
     tmp = Path(tempfile.mkdtemp(prefix="fabroute-compare-"))
@@ -265,14 +266,16 @@ def _work_dir(out: Path | None):
 def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
             seed: int = 1, timeout: float = 60.0, out: Path | None = None,
             max_paths: int = ib.MAX_PATHS, options: dict | None = None,
-            adversarial: str | None = None, log=lambda msg: None) -> dict:
+            adversarial: str | None = None, log=lambda msg: None,
+            force: bool = False) -> dict:
     """Run every engine on the ibsim fabric of ``spec`` and measure it (module doc).
     ``routings`` None: :func:`default_routings`.  A routing InfiniBand cannot carry at LMC 0
     runs as its IB-native variant (engine ``fabroute-<routing>-ib-native``); at a higher LMC
     it is left out, or reported with ``error`` when named explicitly.  ``timeout``:
     seconds from OpenSM's start to ``SUBNET UP`` per engine; ``options``: opensm.conf lines
     for every OpenSM engine; ``adversarial``: the traffic of ``bound_adversarial`` (default
-    :func:`adversarial_traffic`).  :class:`BadInput` before anything runs.
+    :func:`adversarial_traffic`); ``force``: ``out`` may replace a fabroute output of
+    another kind.  :class:`BadInput` before anything runs.
 
     Complexity: per engine one OpenSM run and read-back (``ib apply``'s costs), the IB walk
     ``O(H · T · D)``, and two bounds ``O(hosts per switch · 2^LMC · N² · D)``."""
@@ -287,13 +290,13 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
     adversarial = adversarial or adversarial_traffic(topo.kind)
     check_args(topo, engines, routings, lmc, adversarial)
     if out is not None:
-        check_out_dir(out)
+        check_out_dir(out, kind="ib-compare", force=force)
     missing = ib.binaries_missing()
     if missing:
         raise BadInput(f"ib compare: not installed: {', '.join(missing)}; {ib.APT_HINT}")
     ib.build_tools()
     results, skipped = [], {}
-    with _work_dir(Path(out) if out is not None else None) as work:
+    with _work_dir(Path(out) if out is not None else None, force) as work:
         exports = work / "exports"
         exports.mkdir()
         named = {}          # routing -> engine name of what was exported
@@ -333,7 +336,8 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
             log(f"{named[r]}: {time.perf_counter() - t0:.2f} s")
         doc = {"engines": results}
         if out is not None:
-            (work / "compare.json").write_text(json.dumps(doc, indent=1) + "\n")
+            (work / "compare.json").write_text(json.dumps({"kind": "ib-compare", **doc},
+                                                          indent=1) + "\n")
             plot(doc, work / "compare.png", f"{topo.name()}, LMC {lmc}; adversarial = "
                                             f"{adversarial}")
     return doc

@@ -100,10 +100,10 @@ def plot(result: dict, png: Path) -> None:
 
 
 def run(sizes: list[int], out: Path, expand: tuple[int, int, int] | None = None) -> dict:
-    """Compute, then write ``out/compare.json`` and ``out/compare.png`` into ``out``, an
-    empty directory (the command line's, put in place whole once both are written).
-    At most :data:`tablegen.limits.MAX_POINTS` topologies are analysed; each size is checked
-    by its builder (:mod:`tablegen.limits`)."""
+    """Compute, then write ``out/compare.json`` (its ``kind`` is ``compare``) and
+    ``out/compare.png`` into directory ``out`` (``fabroute compare`` passes the new directory
+    that replaces its ``--out``).  At most :data:`tablegen.limits.MAX_POINTS` topologies are
+    analysed; each size is checked by its builder (:mod:`tablegen.limits`) before any is."""
     from rich.progress import Progress
 
     total = len(sizes) * len(FAMILIES) + (len(range(*expand[:1], expand[1] + 1, expand[2]))
@@ -115,7 +115,7 @@ def run(sizes: list[int], out: Path, expand: tuple[int, int, int] | None = None)
     with Progress(transient=True) as bar:
         task = bar.add_task("analysing", total=total)
         step = lambda: bar.advance(task)  # noqa: E731
-        result = {"sizes": sizes, "families": compare(sizes, step)}
+        result = {"kind": "compare", "sizes": sizes, "families": compare(sizes, step)}
         if expand:
             result["expansion"] = expansion(*expand, progress=step)
     (out / "compare.json").write_text(json.dumps(result, indent=1))

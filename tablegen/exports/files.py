@@ -132,57 +132,73 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 # ---------------------------------------------------------------------------------------------
 # table directories: what fabroute tables writes and every consumer loads
 # ---------------------------------------------------------------------------------------------
-def write_table_set(ts, rep, out: Path, formats, lmc: int = 0, seed: int = 1,
-                    jobs: int = 1, into: bool = False,
-                    update: dict | None = None) -> tuple[list[str], dict[str, str]]:
+def write_table_set(ts, rep, out: Path, formats, lmc: int | None = None, seed: int = 1,
+                    jobs: int = 1, into: bool = False, update: dict | None = None,
+                    force: bool = False) -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole, crash-safe
     (:func:`~tablegen.exports.outdir.replaced_dir`); ``into``: ``out`` is a new directory
     inside one that is itself being replaced (a batch of routings), written in place.  A
     format that cannot express the tables (e.g. InfiniBand when the SLs do not fit the VLs)
-    is skipped and its reason returned; JSON, the NumPy tables, the report and the manifest
-    are always written.  With ``jobs > 1`` the formats are written by that many forked
+    is skipped and its reason returned (and recorded in the manifest's ``exports.skipped``);
+    JSON, the NumPy tables, the report and the manifest are always written.  ``lmc`` None:
+    the InfiniBand files of a routing with a non-minimal class carry it
+    (:func:`~tablegen.exports.infiniband.write.default_lmc`), or, where that LMC cannot be
+    expressed, LMC 0 with ``exports.ib.min_only`` saying they carry MIN only.  With ``jobs > 1`` the formats are written by that many forked
     processes side by side (each format has its own files).  ``update``: the diff from the
     table set this one replaces (:func:`tablegen.update.table_diff`), written as
-    :data:`UPDATE_FILE` and bound by its hash (it cannot be derived from this set alone)."""
+    :data:`UPDATE_FILE` and bound by its hash (it cannot be derived from this set alone).
+    ``force``: replace a fabroute output of another kind
+    (:func:`~tablegen.exports.outdir.check_out_dir`)."""
     if into:
         out.mkdir()
         return _write_files(ts, rep, out, formats, lmc, seed, jobs, update)
-    with replaced_dir(out) as tmp:
+    with replaced_dir(out, kind="table-set", force=force) as tmp:
         return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update)
 
 
-def _write_files(ts, rep, d: Path, formats, lmc: int, seed: int, jobs: int, update=None):
+def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: int,
+                 update=None):
     from tablegen.exports.manifest import MANIFEST, write_manifest
     from tablegen.forked import run_forked
 
     def base():
         ts.save_npz(d / TABLES_NPZ)
         (d / REPORT_FILE).write_text(json.dumps(rep.to_dict(), indent=1))
-        return export_all(ts, d, formats=("json",), atomic=False), {}
+        return export_all(ts, d, formats=("json",), atomic=False), {}, {}
 
     def export(fmt):
         def job():
-            try:
-                return export_all(ts, d, formats=(fmt,), lmc=lmc, seed=seed,
-                                  atomic=False), {}
-            except NotExpressible as e:
-                shutil.rmtree(d / fmt, ignore_errors=True)  # nothing half-written
-                return {}, {fmt: str(e)}
+            from tablegen.exports.infiniband.write import default_lmc, ib_record
+
+            tries = ([lmc] if lmc is not None or fmt != "ib" else
+                     sorted({default_lmc(ts), 0}, reverse=True))
+            why = None      # why the first LMC tried could not be used
+            for m in tries:
+                try:
+                    files = export_all(ts, d, formats=(fmt,), lmc=m, seed=seed, atomic=False)
+                except NotExpressible as e:
+                    shutil.rmtree(d / fmt, ignore_errors=True)  # nothing half-written
+                    why, last = why or f"LMC {m} cannot be expressed: {e}", str(e)
+                    continue
+                return files, {}, ({"ib": ib_record(ts, m, seed, "ib/", why)}
+                                   if fmt == "ib" else {})
+            return {}, {fmt: last}, {}
         return job
 
-    written, skipped = {}, {}
+    written, skipped, records = {}, {}, {}
     # the formats with the most text first, so that the JSON fills in behind them
-    for w, s in run_forked([*(export(f) for f in formats if f != "json"), base], jobs):
+    for w, s, info in run_forked([*(export(f) for f in formats if f != "json"), base], jobs):
         written.update(w)
         skipped.update(s)
+        records.update(info)
     made = {f for f in formats if f not in skipped}
     extra = set()
     if update is not None:
         (d / UPDATE_FILE).write_text(json.dumps(update, indent=1) + "\n")
         extra.add(UPDATE_FILE)
     write_manifest(d, rep, {"json": True, "report": True, "openflow": "openflow" in made,
-                            "ib": ({"lmc": lmc, "seed": seed, "prefix": "ib/"}
-                                   if "ib" in made else None)})
+                            "ib": records.get("ib"),
+                            **({"skipped": skipped} if skipped else {})})
     files = sorted({str(Path(f).relative_to(d)) for fs in written.values() for f in fs}
                    | {TABLES_NPZ, REPORT_FILE, MANIFEST} | extra)
     return files, skipped

@@ -48,10 +48,12 @@ def proof_facts(rep) -> dict:
             "cdg_dependencies": rep.cdg.get("dependencies", 0)}
 
 
-def write_manifest(d: Path, rep, exports: dict) -> Path:
+def write_manifest(d: Path, rep, exports: dict, kind: str = "table-set") -> Path:
     """Write ``d/manifest.json`` over every regular file below ``d``; ``exports`` says how the
     files were made (``{"json": bool, "openflow": bool, "ib": {"lmc", "seed", "prefix"} |
-    None, "report": bool}``).  O(bytes in ``d``) to hash."""
+    None, "report": bool}``); ``kind``: what the directory is
+    (:data:`tablegen.exports.outdir.KINDS`: ``table-set`` or ``ib-export``), which decides
+    what may replace it.  O(bytes in ``d``) to hash."""
     d = Path(d)
     files = {}
     for root, dirs, names in os.walk(d):
@@ -64,7 +66,7 @@ def write_manifest(d: Path, rep, exports: dict) -> Path:
             with open(p, "rb") as f:
                 digest, size = _sha256(iter(lambda: f.read(1 << 20), b""))
             files[rel] = {"bytes": size, "sha256": digest}
-    doc = {"format": FORMAT, "version": VERSION, "exports": exports,
+    doc = {"format": FORMAT, "version": VERSION, "kind": kind, "exports": exports,
            "proof": proof_facts(rep), "files": files}
     out = d / MANIFEST
     out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -14,7 +14,8 @@ One writer at a time: ``.NAME.lock`` is ``flock``'ed for the whole run; a second
 refused (exit 2) with the holder's PID.  Leftovers of writers that died (a ``SIGKILL`` gives
 them no chance to clean up: ``.NAME.tmp-PID`` and ``.NAME.old-PID`` of a PID that is no
 longer alive) are removed when the next writer takes the lock.  A directory fabroute did
-not write is never replaced (:func:`check_out_dir`).
+not write is never replaced, one of another kind (a batch by an IB export, …) only with
+``--force`` (:func:`check_out_dir`, :data:`KINDS`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -36,17 +38,33 @@ from tablegen.errors import BadInput
 # set's or an IB export's core files, or a comparison's JSON and chart (ib compare).
 OUTPUT_MARKERS = (("manifest.json",), ("routings.json",), ("topology.json", "tables.npz"),
                   ("fabric.net", "guids.json"), ("compare.json", "compare.png"))
+# The kinds of output directory, each named where its writer records it (``kind`` in
+# manifest.json, routings.json or compare.json) and in refusals.  A writer replaces a
+# directory of its own kind (the same command run again) and, with ``--force``, one of
+# another kind; never a directory fabroute did not write.
+KINDS = {"table-set": "a table set (fabroute tables with one routing, expand --out, ib import)",
+         "batch": "a batch of routings (fabroute tables with several, routings.json)",
+         "ib-export": "an InfiniBand export (fabroute ib export)",
+         "ib-files": "InfiniBand files (the demo's ib-val-3h)",
+         "ib-compare": "an ib compare output (compare.json and the engines' files)",
+         "compare": "a compare output (compare.json, compare.png)",
+         "demo": "the demo's output (fabroute demo)"}
+_MAX_INDEX_BYTES = 64 << 20         # a manifest.json, routings.json or compare.json
 NAME_MAX, PATH_MAX = 255, 4096
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def check_out_dir(out, what: str = "--out") -> Path:
+def check_out_dir(out, what: str = "--out", kind: str | None = None,
+                  force: bool = False) -> Path:
     """Refuse, before any work is done, an output path that :func:`replaced_dir` must not
     replace: empty, ``.``, ``/``, the working directory or one it lies in, a path through
-    something other than a directory, a name too long for its temporary sibling, or an
-    existing directory that is neither empty nor fabroute's output (:data:`OUTPUT_MARKERS`)
-    — replacing removes the old tree."""
+    something other than a directory, a name too long for its temporary sibling, an
+    existing directory that is neither empty nor fabroute's output (:func:`kind_of`; not
+    even with ``force``) — replacing removes the old tree — or, unless ``force``, one of
+    another kind than ``kind`` (one of :data:`KINDS`; ``None``: any fabroute output)."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"output kind {kind!r}; expected one of {sorted(KINDS)}")
     if str(out).strip() in ("", "."):
         raise BadInput(f"{what} {str(out)!r}; expected a path to a new directory or to one "
                        "fabroute wrote")
@@ -58,13 +76,16 @@ def check_out_dir(out, what: str = "--out") -> Path:
     if real == real.parent or real == cwd or real in cwd.parents:
         raise BadInput(f"{what} {out}: it is / or holds the working directory; expected a "
                        "path to a new directory or to one fabroute wrote")
-    if len(f".{out.name}.lock-{2**22}".encode()) > NAME_MAX:
-        raise BadInput(f"{what} {out}: the name is too long (its temporary sibling would "
-                       f"exceed {NAME_MAX} bytes); expected a shorter name")
-    if out.is_dir() and any(out.iterdir()) and not _is_output(out, batch=True):
+    if not (out.is_dir() and any(out.iterdir())):
+        return out
+    found = kind_of(out)
+    if found is None:
         raise BadInput(f"{what} {out}: an existing directory fabroute did not write (no "
                        "manifest.json); expected a new path or an earlier fabroute output "
-                       "(it would be replaced)")
+                       "(it would be replaced; --force does not replace other directories)")
+    if kind is not None and found != kind and not force:
+        raise BadInput(f"{what} {out}: holds {KINDS[found]}, not {KINDS[kind]}; expected a "
+                       "new path, the same kind of output, or --force to replace it")
     return out
 
 
@@ -113,14 +134,60 @@ def check_out_file(path, what: str) -> Path:
     return path
 
 
-def _is_output(d: Path, batch: bool = False) -> bool:
-    """``d`` holds a marker of fabroute's output, or (``batch``: a ``fabroute tables`` OUT of
-    several routings written before routings.json) only directories that do."""
-    if any(all((d / f).is_file() for f in marker) for marker in OUTPUT_MARKERS):
-        return True
+def kind_of(d: Path) -> str | None:
+    """The kind (:data:`KINDS`) of output directory ``d``, ``None`` when fabroute did not
+    write it: the ``kind`` its manifest.json, routings.json or compare.json records, else
+    (outputs older than that key) inferred from its files — a manifest whose IB files lie at
+    the top an IB export, any other a table set, routings.json a batch, compare.json with
+    ``families`` a compare and with ``engines`` an ib compare, ``fabric.net`` and
+    ``guids.json`` without a manifest the demo's IB files; a directory holding only table
+    sets a batch written before routings.json, table sets and IB files the demo's."""
+    d = Path(d)
+    found = own_kind(d)
+    if found is not None:
+        return found
     kids = list(d.iterdir())
-    return batch and bool(kids) and all(k.is_dir() and not k.is_symlink() and _is_output(k)
-                                        for k in kids)
+    inner = [own_kind(k) if k.is_dir() and not k.is_symlink() else None for k in kids]
+    if not kids or None in inner:
+        return None
+    if set(inner) == {"table-set"}:
+        return "batch"
+    return "demo" if set(inner) == {"table-set", "ib-files"} else None
+
+
+def own_kind(d: Path) -> str | None:
+    """:func:`kind_of` from ``d``'s own files, not its sub-directories': ``None`` when they
+    mark no fabroute output."""
+    if not any(all((d / f).is_file() for f in marker) for marker in OUTPUT_MARKERS):
+        return None
+    for index, default in (("manifest.json", None), ("routings.json", "batch"),
+                           ("compare.json", None)):
+        if not (d / index).is_file():
+            continue
+        doc = _json(d / index)
+        if isinstance(doc.get("kind"), str) and doc["kind"] in KINDS:
+            return doc["kind"]
+        if index == "manifest.json":
+            # an IB export's files lie at the top (exports.ib.prefix ""), a set's in ib/
+            return "ib-export" if (d / "fabric.net").is_file() else "table-set"
+        if index == "compare.json":
+            return "ib-compare" if "engines" in doc or (d / "exports").is_dir() else "compare"
+        return default
+    if (d / "topology.json").is_file() and (d / "tables.npz").is_file():
+        return "table-set"
+    return "ib-files"
+
+
+def _json(path: Path) -> dict:
+    """``path`` parsed as a JSON object, ``{}`` when it is not one (a damaged index still
+    marks fabroute's output; its kind is then inferred)."""
+    from tablegen.exports.inputs import read_bytes
+
+    try:
+        doc = json.loads(read_bytes(path, _MAX_INDEX_BYTES))
+    except (BadInput, OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def fsync_tree(d: Path) -> None:
@@ -202,12 +269,13 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 @contextlib.contextmanager
-def replaced_dir(out: Path, sync: bool = True):
+def replaced_dir(out: Path, sync: bool = True, kind: str | None = None, force: bool = False):
     """Yield an empty sibling temporary directory; when the block succeeds it replaces
     ``out`` in one atomic step (see the module doc), when it raises (Ctrl-C included) it is
     removed and ``out`` stays as it was.  ``sync=False`` skips the fsyncs (a scratch
-    directory nobody must find after a power loss)."""
-    out = check_out_dir(out)
+    directory nobody must find after a power loss).  ``kind``, ``force``: what
+    :func:`check_out_dir` allows to be replaced (callers check first, before their work)."""
+    out = check_out_dir(out, kind=kind, force=force)
     out.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock(out)
     try:

@@ -322,14 +322,15 @@ def write_imported(imp: Imported, rep, dest: Path) -> list[str]:
     return sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
 
 
-def import_dir(src: Path, out: Path, engine: str | None = None) -> dict:
+def import_dir(src: Path, out: Path, engine: str | None = None, force: bool = False) -> dict:
     """``fabroute ib import``: the files of ``src`` (or ``src/ib``) imported, their tables
     proven (:func:`tablegen.verify.verify_stored`) and the IB files walked
     (:func:`verify_imported`); written into ``out`` (crash-safe, one rename) only when every
     pair is delivered.  Returns ``{"ok", …}``: when not ok, ``errors`` and nothing written;
     when ok, the counts, hops and the IB verification (``ib.deadlock_free`` is reported, not
     required: importing a routing that can deadlock is what comparing it needs).
-    :class:`BadInput` for files that do not load or are of no fabric fabroute builds."""
+    :class:`BadInput` for files that do not load or are of no fabric fabroute builds.
+    ``force``: ``out`` may replace a fabroute output of another kind than a table set."""
     from tablegen.exports.infiniband.read import load_ib_files
     from tablegen.exports.outdir import replaced_dir
     from tablegen.verify import verify_stored
@@ -344,7 +345,7 @@ def import_dir(src: Path, out: Path, engine: str | None = None) -> dict:
                 + [f"the LFTs of {f.dir} on {imp.ts.topo.name()} do not deliver every pair; "
                    "nothing written"]}
     ib = verify_imported(f, imp.ts)
-    with replaced_dir(Path(out)) as tmp:
+    with replaced_dir(Path(out), kind="table-set", force=force) as tmp:
         files = write_imported(imp, rep, tmp)
     hops = hop_stats(imp.ts)
     return {"ok": True, "out": str(out), "from": str(f.dir), "topology": imp.ts.topo.name(),

@@ -45,6 +45,55 @@ from tablegen.topology import Topology
 # LFT lines (switches x LIDs) up to which entries keep their "# <type> portguid ...: '<name>'"
 # tail (~75 instead of 11 bytes a line)
 LFT_COMMENT_LINES = 10_000_000
+# LMC of a non-minimal routing's IB files when none is asked for: offset 0 its minimal paths,
+# offset 1 a tree of its non-minimal class (docs/ib-routing.md, "Layers"); LMC 2..7 give more
+# trees (targets) at 2-4x the LFT size and export time
+NONMIN_LMC = 1
+
+
+def nonminimal(ts: TableSet) -> list[str]:
+    """The classes of ``ts`` whose paths detour through an intermediate (Valiant): what LID
+    offsets >= 1 carry in InfiniBand, offset 0 being minimal."""
+    return [c.name for c in ts.classes if c.inter != "none"]
+
+
+def min_only(ts: TableSet, lmc: int) -> str | None:
+    """Why IB files of ``ts`` at ``lmc`` carry its minimal paths only (LMC 0 and a
+    non-minimal class: loaded into a subnet manager that is MIN routing); ``None`` when they
+    carry every class."""
+    classes = nonminimal(ts)
+    if lmc or not classes:
+        return None
+    return (f"LMC 0 carries {ts.routing}'s minimal paths only (LID offset 0); its class "
+            f"{', '.join(classes)} needs LMC >= 1 (LID offsets >= 1)")
+
+
+def ib_record(ts: TableSet, lmc: int, seed: int, prefix: str,
+              why: str | None = None) -> dict:
+    """The manifest's ``exports.ib`` of IB files of ``ts``: ``lmc``, ``seed``, ``prefix`` and,
+    when they carry its minimal paths only, ``min_only`` (:func:`min_only`; ``why``: why no
+    higher LMC was used)."""
+    rec = {"lmc": lmc, "seed": seed, "prefix": prefix}
+    reason = min_only(ts, lmc)
+    if reason:
+        rec["min_only"] = reason + (f"; {why}" if why else "")
+    return rec
+
+
+def check_source_routed(ts: TableSet) -> None:
+    """:class:`NotExpressible` when a class of ``ts`` begins in transit (PAR): an IB switch
+    forwards by destination LID alone."""
+    if "reroute" in ts.params:
+        raise NotExpressible(f"{ts.routing}: class {ts.params['reroute']} begins at a packet's "
+                             "second switch; an InfiniBand switch forwards by destination LID "
+                             "and cannot move a packet to another path in transit")
+
+
+def default_lmc(ts: TableSet) -> int:
+    """The LMC of ``ts``'s IB files when none is asked for: :data:`NONMIN_LMC` for a routing
+    with a non-minimal class, else 0 (callers fall back to 0, saying so
+    (:func:`min_only`), where that LMC cannot be expressed)."""
+    return NONMIN_LMC if nonminimal(ts) else 0
 
 
 def lft_class(ts: TableSet) -> PathClass:
@@ -81,10 +130,7 @@ def plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: 
              prefix: str = "ib/", ib=None, variant: str | None = None) -> list[Job]:
     topo = ts.topo
     n, r = topo.adj.shape
-    if "reroute" in ts.params:
-        raise NotExpressible(f"{ts.routing}: class {ts.params['reroute']} begins at a packet's "
-                             "second switch; an InfiniBand switch forwards by destination LID "
-                             "and cannot move a packet to another path in transit")
+    check_source_routed(ts)
     nports = topo.hosts.astype(np.int64) + r
     if nports.max(initial=0) > MAX_IB_PORT:
         raise NotExpressible(f"{topo.name()}: a switch has {int(nports.max())} ports; InfiniBand "
