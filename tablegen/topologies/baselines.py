@@ -77,10 +77,10 @@ def build_torus(x: int, y: int, hosts: int = 1) -> Topology:
     Returns
     -------
     Topology
-        ``kind="torus"``, ``params={"x", "y"}`` (``hosts`` unless 1), labels ``("i", "j")``.  Switch ``(i, j)``,
-        ``0 <= i < x``, ``0 <= j < y``, has id ``j * x + i``.  Network port indices are
-        ``0: +x``, ``1: -x``, ``2: +y``, ``3: -y`` (:data:`TORUS_PLUS_X` ...); link kinds
-        ``"x"`` and ``"y"``.
+        ``kind="torus"``, ``params={"x", "y"}`` (``hosts`` unless 1), labels ``("i", "j")``.
+        Switch ``(i, j)``, ``0 <= i < x``, ``0 <= j < y``, has id ``j * x + i``.  Network port
+        indices are ``0: +x``, ``1: -x``, ``2: +y``, ``3: -y`` (:data:`TORUS_PLUS_X` ...); link
+        kinds ``"x"`` and ``"y"``.
 
     Notes
     -----
@@ -145,12 +145,12 @@ def build_dsn(n: int, x: int | None = None, hosts: int = 1) -> Topology:
     Returns
     -------
     Topology
-        ``kind="dsn"``, ``params={"n", "x"}`` (resolved ``x``; ``hosts`` unless 1), labels ``("i", "level")``,
-        link kinds ``"ring"`` and ``"shortcut"``.  Port indices: ``0`` pred, ``1`` succ,
-        ``2`` the outgoing shortcut if the node has one (level ``<= x``), then the incoming
-        shortcuts in increasing source id.  Indices are packed: a node without an outgoing
-        shortcut has its first incoming one on index 2.  The radix is the maximum degree;
-        shorter nodes leave trailing slots unconnected.
+        ``kind="dsn"``, ``params={"n", "x"}`` (resolved ``x``; ``hosts`` unless 1), labels
+        ``("i", "level")``, link kinds ``"ring"`` and ``"shortcut"``.  Port indices: ``0`` pred,
+        ``1`` succ, ``2`` the outgoing shortcut if the node has one (level ``<= x``), then the
+        incoming shortcuts in increasing source id.  Indices are packed: a node without an
+        outgoing shortcut has its first incoming one on index 2.  The radix is the maximum
+        degree; shorter nodes leave trailing slots unconnected.
 
     Notes
     -----
@@ -218,9 +218,9 @@ def build_dln(n: int, x: int = 4, seed: int = 1, hosts: int = 1) -> Topology:
     Returns
     -------
     Topology
-        ``kind="dln"``, ``params={"n", "x", "seed"}`` (``hosts`` unless 1), labels ``("i",)``, link kinds ``"ring"``
-        and ``"shortcut"``.  Port indices: ``0`` pred, ``1`` succ, then the shortcuts in the
-        order they were generated (round by round).
+        ``kind="dln"``, ``params={"n", "x", "seed"}`` (``hosts`` unless 1), labels ``("i",)``,
+        link kinds ``"ring"`` and ``"shortcut"``.  Port indices: ``0`` pred, ``1`` succ, then
+        the shortcuts in the order they were generated (round by round).
 
     Notes
     -----
@@ -280,4 +280,5 @@ def build_dln(n: int, x: int = 4, seed: int = 1, hosts: int = 1) -> Topology:
         for a, b in pairs.tolist():
             bld.add(a, b, "shortcut")
     return bld.build(kind="dln", params={"n": n, "x": x, "seed": seed, **_hosts_param(hosts)},
-                     label_names=("i",), labels=np.arange(n)[:, None], cabinet=_cabinets(n), radix=x)
+                     label_names=("i",), labels=np.arange(n)[:, None], cabinet=_cabinets(n),
+                     radix=x)

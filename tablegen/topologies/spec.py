@@ -56,6 +56,25 @@ _KEYS = {
 }
 
 
+#: The SPEC grammar as ``fabroute topology --help`` prints it (README: *The command line*).
+GRAMMAR = f"""\
+SPEC is KIND:KEY=VALUE,... (defaults in brackets); a table directory is taken too.
+  slimfly:q=Q[,p=P,xi=XI]      Slim Fly MMS(q), q a prime power 4w+d (3..41); p hosts per
+                               switch [ceil(k'/2)], xi the primitive element [paper/smallest]
+  dragonfly:p=P,a=A,h=H[,g=G,arrangement=absolute|relative]
+                               p hosts per router, a routers per group, h global ports each,
+                               g groups [a*h+1], global cabling [absolute]
+  dsnf:n=N[,p=P,hosts=H]       DSN-F of n >= {DSNF_MIN_N} switches; p levels [what n implies;
+                               or one less at n = p*2^p, before the p -> p+1 transformation]
+  torus:x=X,y=Y[,hosts=H]      2-D torus
+  dsn:n=N[,x=X,hosts=H]        DSN-x ring with shortcuts [x = p-1]
+  dln:n=N[,x=X,seed=S,hosts=H] DLN-x random shortcuts [x=4, seed=1]
+hosts=H: hosts per switch [1] (slimfly, dragonfly: p).  Every kind also takes
+  fail=A-B[+C-D...]: the fabric without every cable between switches A and B (and C, D).
+Values are integers (ASCII digits) except arrangement and fail; each key at most once.
+Every name fabroute prints (e.g. dsnf:n=64,p=4) is a SPEC of the same fabric."""
+
+
 def parse_spec(spec: str) -> tuple[str, dict]:
     """Split a SPEC into its kind and parameters (integers where they look like integers).
     O(len(spec)); no size is checked here (the builders do, :mod:`tablegen.limits`)."""
