@@ -111,7 +111,7 @@ def test_dsnf_p_round_trips_and_a_wrong_p_names_both(capsys):
     assert "n=64" in line and "p=4" in line
 
 
-# -- a name identifies its fabric -----------------------------------------------------------------
+# -- a name identifies its fabric ---------------------------------------------------------------
 @pytest.mark.parametrize("spec", ["dsnf:n=64", "torus:x=4,y=4", "dsn:n=32", "dln:n=32"])
 def test_hosts_are_in_the_name_when_not_the_default(spec):
     one, two = build(spec), build(f"{spec},hosts=2")
@@ -153,7 +153,7 @@ def test_a_name_whose_hosts_differ_from_the_stored_ones_is_refused():
     assert not rep.ok and any("hosts" in e for e in rep.errors), rep.errors
 
 
-# -- a table directory where a SPEC is taken --------------------------------------------------------
+# -- a table directory where a SPEC is taken ----------------------------------------------------
 @pytest.fixture(scope="module")
 def sets(tmp_path_factory):
     """A single set (Slim Fly q=5, val-3h) and a batch (par-3h, ugal-l-ori), JSON only."""
@@ -196,7 +196,7 @@ def test_expand_a_directory_transforms_as_its_spec_does(capsys, tmp_path):
     assert diff["from"] == "dsnf:n=24,p=2" and diff["to"] == "dsnf:n=24,p=3"
 
 
-# -- one routing vocabulary -------------------------------------------------------------------------
+# -- one routing vocabulary ---------------------------------------------------------------------
 def test_the_vocabulary_is_the_simulators_and_maps_to_tables():
     assert list(ROUTINGS) == list(SIM_ROUTINGS)
     for name, (tables, nonmin, config) in SIM_ROUTINGS.items():
@@ -254,7 +254,7 @@ def test_help_points_at_routings_instead_of_listing_them(capsys, cmd):
     assert code == 0 and "fabroute routings" in out and "ugal-g-bh" not in out
 
 
-# -- the SPEC grammar ---------------------------------------------------------------------------------
+# -- the SPEC grammar ---------------------------------------------------------------------------
 def test_topology_help_and_readme_give_every_key():
     import subprocess
     import sys
@@ -271,7 +271,7 @@ def test_topology_help_and_readme_give_every_key():
     assert "fabroute routings" in readme
 
 
-# -- bad input ----------------------------------------------------------------------------------------
+# -- bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("spec,needle", [
     ("dsnf:n=3", f"expected n >= {DSNF_MIN_N}"),
     (f"dsnf:n={DSNF_MIN_N - 1}", "below the smallest DSN-F"),

@@ -219,9 +219,9 @@ def build_dsnf(n: int, hosts: int = 1, *, p: int | None = None) -> Topology:
     Returns
     -------
     Topology
-        ``kind="dsnf"``, ``params={"n": n, "p": p}`` (and ``hosts`` unless 1), ``label_names=("level", "layer",
-        "supernode")``, ``radix=8``, ``group`` = super-node, cabinets of 16 switches filled in
-        ``(s, k, l)`` order.
+        ``kind="dsnf"``, ``params={"n": n, "p": p}`` (and ``hosts`` unless 1),
+        ``label_names=("level", "layer", "supernode")``, ``radix=8``, ``group`` = super-node,
+        cabinets of 16 switches filled in ``(s, k, l)`` order.
 
     Raises
     ------
