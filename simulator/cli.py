@@ -21,13 +21,17 @@ from simulator.config import ROUTINGS, SimConfig, load_experiment
 from tablegen.errors import BadInput
 from tablegen.limits import (MAX_JOBS, MAX_POINTS, MAX_VCS, SEED_BOUND, jobs_option,
                              number_option, seed_option, vcs_option)
+from tablegen.routing.names import option, simulator_routing
+
+_ROUTING = option(simulator_routing)
 
 
 def add_parsers(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="flit-level simulation of one load point (JSON)")
     p.add_argument("spec", help="topology SPEC, e.g. dragonfly:p=2,a=4,h=2, or a proven "
                    "table directory (fabroute tables / ib import: its tables; --routing unused)")
-    p.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
+    p.add_argument("--routing", "-r", default="min", type=_ROUTING, metavar="ROUTING",
+                   help="see `fabroute routings` (default min; --routing unused with a DIR)")
     p.add_argument("--traffic", "-t", default="uniform")
     p.add_argument("--load", "-l", type=number_option, required=True)
     p.add_argument("--config", "-c", help="TOML/JSON file of SimConfig keys")
@@ -42,7 +46,7 @@ def add_parsers(subparsers) -> None:
     s.add_argument("spec", nargs="?", help="topology SPEC (or --experiment)")
     s.add_argument("--experiment", "-e", help="experiment file (simulator/experiments/*.toml)")
     s.add_argument("--routing", "-r", nargs="+",
-                   help=f"routings ({', '.join(ROUTINGS)}), or ROUTING@SPEC")
+                   help="routings (see `fabroute routings`), or ROUTING@SPEC")
     s.add_argument("--traffic", "-t")
     s.add_argument("--loads", help="comma-separated offered loads, e.g. 0.1,0.2,0.3 (at most "
                    f"{MAX_POINTS:,} points, routings × loads)")
@@ -73,7 +77,8 @@ def add_parsers(subparsers) -> None:
 def add_bound_args(parser) -> None:
     """``--routing`` / ``--traffic`` / ``--seed`` / ``--class`` for a throughput-bound
     command (the topology SPEC is the caller's positional argument)."""
-    parser.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
+    parser.add_argument("--routing", "-r", default="min", type=_ROUTING, metavar="ROUTING",
+                        help="see `fabroute routings` (default min)")
     parser.add_argument("--traffic", "-t", default="uniform")
     parser.add_argument("--seed", "-s", type=seed_option, default=1, help="0 <= SEED < 2**32")
     parser.add_argument("--class", dest="cls", help="bound only this path class")

@@ -14,6 +14,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from tablegen.routing.names import ROUTINGS as NAMES
+
 EXPERIMENT_KEYS = ("name", "figure", "spec", "routings", "traffic", "loads", "seed", "note",
                    "out", "workers", "vary", "values", "references")
 
@@ -299,35 +301,8 @@ def load_experiment(path) -> tuple[dict, SimConfig]:
     return exp, SimConfig.from_dict(rest)
 
 
-# simulator routing name -> (tablegen routing, UGAL-L non-minimal class, the config keys the
-# name fixes: UGAL knowledge, Kim's UGAL-L_VC_H rule, UGAL-G's reading; ugal-sdn: UGAL-L's
-# tables, decided per (source, destination key) by the adaptive controller's loop)
-ROUTINGS = {
-    "min": ("min", None, {}),
-    "val": ("val", None, {}),
-    "val-nta": ("val-nta", None, {}),
-    "val-3h": ("val-3h", None, {}),
-    "ugal-l": ("ugal-l", None, {"ugal": "local"}),
-    "ugal-l-ori": ("ugal-l", "val", {"ugal": "local"}),
-    "ugal-l-nta": ("ugal-l", "val-nta", {"ugal": "local"}),
-    "ugal-l-3h": ("ugal-l", "val-3h", {"ugal": "local"}),
-    "ugal-l-vch": ("ugal-l", None, {"ugal": "local", "ugal_rule": "vch"}),
-    # Kim et al. §4.3: UGAL-L_VC_H with credits delayed by the credit round-trip latency
-    "ugal-l-cr": ("ugal-l", None, {"ugal": "local", "ugal_rule": "vch", "ugal_cr": True}),
-    # PAR (Yébenes et al. §V after Jiang et al.): UGAL-L at the source, again at the second
-    # switch; ``par`` takes the topology's default non-minimal class
-    "par": ("par", None, {"ugal": "local"}),
-    "par-ori": ("par", "val", {"ugal": "local"}),
-    "par-nta": ("par", "val-nta", {"ugal": "local"}),
-    "par-3h": ("par", "val-3h", {"ugal": "local"}),
-    # UGAL-G: ``ugal-g`` uses the config's ``ugal_g_reading``, the others name one
-    "ugal-g": ("ugal-l", None, {"ugal": "global"}),
-    "ugal-g-bh": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "backlog-hops"}),
-    "ugal-g-b": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "backlog"}),
-    "ugal-g-c": ("ugal-l", None, {"ugal": "global", "ugal_g_reading": "credits-hops"}),
-    "ugal-sdn": ("ugal-l", None, {"ugal": "sdn"}),
-    "ugal-sdn-ori": ("ugal-l", "val", {"ugal": "sdn"}),
-    "ugal-sdn-nta": ("ugal-l", "val-nta", {"ugal": "sdn"}),
-    "ugal-sdn-3h": ("ugal-l", "val-3h", {"ugal": "sdn"}),
-    "dsnf": ("dsnf", None, {}),
-}
+#: simulator routing name -> (tablegen routing, UGAL-L non-minimal class, the config keys
+#: the name fixes: UGAL knowledge, Kim's UGAL-L_VC_H rule, UGAL-G's reading; ugal-sdn:
+#: UGAL-L's tables, decided per (source, destination key) by the adaptive controller's loop);
+#: the one vocabulary of every command is :mod:`tablegen.routing.names`
+ROUTINGS = {n: (r.tables, r.nonmin, dict(r.config)) for n, r in NAMES.items()}

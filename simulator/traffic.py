@@ -26,8 +26,12 @@ Bit patterns map a result ``>= H`` (``H`` not a power of two) to ``result mod H`
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+#: the keys a pattern takes (``adversarial:A=2,B=11``); the others take none
+KEYS = {"adversarial": ("A", "B")}
 TRAFFICS = ("uniform", "worst-case", "adversarial", "transpose", "bitrev", "bitcomp",
             "shuffle", "shift", "randperm")
 ALIASES = {"wc": "worst-case", "worstcase": "worst-case", "bit-reverse": "bitrev",
@@ -40,14 +44,24 @@ TABLE_III = {7: (4, 3), 11: (1, 10), 13: (2, 11), 17: (3, 14), 19: (6, 13)}
 
 
 def parse(name: str) -> tuple[str, dict]:
+    """``NAME[:KEY=N,...]`` as ``(pattern, keys)``: a name of :data:`TRAFFICS` (or an alias)
+    and the integer keys it takes (:data:`KEYS`); anything else is a one-line ``ValueError``
+    naming the bad part and what was expected."""
     kind, _, rest = name.partition(":")
     kind = ALIASES.get(kind.strip().lower(), kind.strip().lower())
     if kind not in TRAFFICS:
         raise ValueError(f"traffic {name!r} is unknown; expected one of {', '.join(TRAFFICS)}")
     params = {}
+    keys = KEYS.get(kind, ())
+    expected = f"expected {', '.join(f'{k}=N' for k in keys)}" if keys else "expected no keys"
     for item in filter(None, (s.strip() for s in rest.split(","))):
-        k, _, v = item.partition("=")
-        params[k.strip()] = int(v)
+        k, eq, v = (x.strip() for x in item.partition("="))
+        if k not in keys:
+            raise ValueError(f"traffic {kind}: unknown key {k!r:.40}; {expected}")
+        if not eq or k in params or not re.fullmatch(r"-?[0-9]+", v):
+            raise ValueError(f"traffic {kind}: {item!r:.40} is not a new {k}=integer; "
+                             f"{expected}")
+        params[k] = int(v)
     return kind, params
 
 

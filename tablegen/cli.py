@@ -28,11 +28,14 @@ def console():
 
 
 def topology_of(spec: str, fail: str | None = None) -> Topology:
-    """The topology of a SPEC; ``fail``: ``a:b,c:d`` switch pairs whose cables have failed
-    (:mod:`tablegen.topologies.failures`)."""
+    """The topology of a SPEC or of a table directory
+    (:func:`~tablegen.exports.dirs.dir_topology`); ``fail``:
+    ``a:b,c:d`` switch pairs whose cables have failed (:mod:`tablegen.topologies.failures`)."""
     from tablegen.topologies.spec import build
 
-    topo = build(spec)
+    from tablegen.exports.dirs import dir_topology
+
+    topo = dir_topology(Path(spec)) if spec.strip() and Path(spec).is_dir() else build(spec)
     if fail is None:
         return topo
     from tablegen.topologies.failures import parse_failures, without_links
@@ -41,11 +44,14 @@ def topology_of(spec: str, fail: str | None = None) -> Topology:
 
 
 def _tables(topo: Topology, args):
+    """The tables of ``args.routing`` (a name of :mod:`tablegen.routing.names`, e.g.
+    ``ugal-l-3h``, with ``args.nonmin`` its other spelling) on ``topo``."""
     from tablegen.routing.build import build_tables
+    from tablegen.routing.names import resolve
 
     _check_vcs(getattr(args, "vcs", None))
-    return build_tables(topo, args.routing, nonmin=getattr(args, "nonmin", None),
-                        vcs=getattr(args, "vcs", None))
+    routing, nonmin = resolve(args.routing, getattr(args, "nonmin", None))
+    return build_tables(topo, routing, nonmin=nonmin, vcs=getattr(args, "vcs", None))
 
 
 def _check_vcs(vcs: int | None) -> None:
@@ -66,6 +72,8 @@ def _switch(topo: Topology, value: int, what: str) -> int:
 
 # -- commands ------------------------------------------------------------------------------
 def cmd_topology(args) -> int:
+    """``fabroute topology SPEC|DIR``: sizes, diameter and ASPL (``--json``: every switch,
+    link and host)."""
     topo = topology_of(args.spec)
     if args.json:
         json.dump(topo.to_dict(), sys.stdout)
@@ -188,16 +196,14 @@ def cmd_tables(args) -> int:
     from tablegen.exports.files import FORMATS as EXPORT_FORMATS
     from tablegen.forked import cpu_count
     from tablegen.routing.build import check_routing
+    from tablegen.routing.names import resolve, table_routings
 
     formats = tuple(args.formats.split(","))
     unknown = [f for f in formats if f not in EXPORT_FORMATS]
     if unknown:
         raise BadInput(f"--formats {args.formats}: {', '.join(unknown)} unknown; expected "
                        f"a comma-separated subset of {','.join(EXPORT_FORMATS)}")
-    routings = args.routing.split(",")
-    if len(set(routings)) < len(routings):
-        raise BadInput(f"--routing {args.routing}: a routing is named twice; expected "
-                       "distinct routings")
+    routings = table_routings(args.routing).split(",")
     _check_vcs(args.vcs)      # before the workers start, not in each of them
     jobs = args.jobs if args.jobs is not None else cpu_count()
     if jobs < 1:
@@ -207,7 +213,7 @@ def cmd_tables(args) -> int:
     topo = topology_of(args.spec, args.fail)
     for r in routings:
         try:
-            check_routing(topo.kind, r, args.nonmin, degraded="fail" in topo.params)
+            check_routing(topo.kind, *resolve(r, args.nonmin), degraded="fail" in topo.params)
         except TopologyError as e:
             raise BadInput(f"--routing {r}: {e}") from None
     con = console()
@@ -244,8 +250,19 @@ def cmd_verify(args) -> int:
 
 
 def cmd_path(args) -> int:
-    topo = topology_of(args.spec)
-    ts = _tables(topo, args)
+    """``fabroute path SPEC|DIR``: the switches, ports and VCs of one packet; with a table
+    directory its proven tables (``--routing`` may only repeat their routing)."""
+    if Path(args.spec).is_dir():
+        ts = _path_tables(Path(args.spec), args)
+        if ts is None:
+            return 1
+        topo = ts.topo
+    else:
+        if args.routing is None:
+            raise BadInput(f"path: --routing is needed with the SPEC {args.spec!r:.60}; "
+                           "expected --routing ROUTING (or a table directory)")
+        topo = topology_of(args.spec)
+        ts = _tables(topo, args)
     src, dst = _switch(topo, args.src, "src"), _switch(topo, args.dst, "dst")
     cls = ts.cls(args.cls) if args.cls else ts.classes[-1]
     inter = -1
@@ -267,7 +284,7 @@ def cmd_path(args) -> int:
         else:
             inter = via
     elif args.via is not None:
-        raise BadInput(f"--via {args.via}: class {cls.name} of routing {args.routing} has no "
+        raise BadInput(f"--via {args.via}: class {cls.name} of routing {ts.routing} has no "
                        "intermediate")
     path = ts.walk(src, dst, cls, inter)
     if cls.inter == "group":
@@ -283,6 +300,28 @@ def cmd_path(args) -> int:
                    if i < len(path["ports"]) else "")
             print(f"{s} {tuple(topo.label(s))}{hop}")
     return 0
+
+
+def _path_tables(d: Path, args):
+    """The proven tables of directory ``d`` for ``path`` (in a batch, ``--routing``'s);
+    ``--routing``/``--nonmin`` must name them, ``--vcs`` is theirs."""
+    from tablegen.exports.dirs import set_dir
+    from tablegen.routing.names import resolve
+
+    if args.vcs is not None:
+        raise BadInput(f"path: --vcs {args.vcs} with the table directory {d}; expected no "
+                       "--vcs (the directory's tables carry their VCs)")
+    ts, _ = _proven_dir(set_dir(d, args.routing), "path")
+    if ts is None or args.routing is None:
+        return ts
+    routing, nonmin = resolve(args.routing, args.nonmin)
+    have = ts.params.get("nonmin")
+    if routing != ts.routing or nonmin not in (None, have):
+        held = ts.routing + (f" (non-minimal class {have})" if have else "")
+        raise BadInput(f"path: --routing {args.routing}"
+                       f"{f' --nonmin {args.nonmin}' if args.nonmin else ''}, but {d} holds "
+                       f"{held} tables; expected no --routing or theirs")
+    return ts
 
 
 def _proven_dir(d: Path, cmd: str):
@@ -321,6 +360,18 @@ def _grown(topo: Topology, args) -> tuple[Topology, object]:
     return add_nodes(topo, count)[0], None
 
 
+def _before_transform(topo: Topology, args) -> Topology:
+    """For ``--transform``: a DSN-F at ``n = p·2^p`` names the transformation point, so the
+    network before it (``p - 1`` levels, full) is transformed; any other ``topo`` as is."""
+    if topo.kind == "dsnf" and args.transform and "fail" not in topo.params:
+        from tablegen.topologies.dsnf import build_dsnf
+
+        p = int(topo.params["p"])
+        if p >= 2 and topo.n_switches == p * 2**p:
+            return build_dsnf(topo.n_switches, int(topo.hosts[0]), p=p - 1)
+    return topo
+
+
 def cmd_expand(args) -> int:
     from tablegen.update import table_diff
 
@@ -340,15 +391,14 @@ def cmd_expand(args) -> int:
         if exports.get("ib"):
             lmc, seed = exports["ib"]["lmc"], exports["ib"]["seed"]
         routing, nonmin = old.routing, old.params.get("nonmin")
-        new_topo, relabel = _grown(old.topo, args)
-    else:
-        topo = topology_of(args.spec)
-        if topo.kind == "dsnf" and args.transform and "fail" not in topo.params:
-            from tablegen.topologies.dsnf import build_dsnf
+        before = _before_transform(old.topo, args)
+        new_topo, relabel = _grown(before, args)
+        if before is not old.topo:      # the directory holds the transformation's result
+            from tablegen.verify import same_routing
 
-            p = int(topo.params["p"])
-            if topo.n_switches == p * 2**p:  # the full network before the transformation
-                topo = build_dsnf(topo.n_switches, int(topo.hosts[0]), p=p - 1)
+            old, _ = same_routing(before, old)
+    else:
+        topo = _before_transform(topology_of(args.spec), args)
         routing, nonmin = args.routing, None
         new_topo, relabel = _grown(topo, args)      # bad input before any table is built
         old, _ = verified_tables(topo, argparse.Namespace(routing=routing, nonmin=None,
@@ -435,17 +485,33 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def routing_args(sp, several: bool = False) -> None:
-    """``--routing`` (one, or with ``several`` a comma-separated list), ``--nonmin``, ``--vcs``."""
-    from tablegen.limits import MAX_VCS, vcs_option
-    from tablegen.routing.build import NONMIN, ROUTINGS
+def cmd_routings(args) -> int:
+    """``fabroute routings``: every routing name once (:mod:`tablegen.routing.names`)."""
+    from tablegen.routing.names import listing, text
 
-    if several:     # names checked by routing.check_routing, one by one
-        sp.add_argument("--routing", required=True, help="a routing, or several "
-                        f"separated by commas (each into OUT/ROUTING); of {','.join(ROUTINGS)}")
+    print(json.dumps({"routings": listing()}, indent=1, ensure_ascii=False) if args.json
+          else text())
+    return 0
+
+
+def routing_args(sp, several: bool = False, required: bool = True) -> None:
+    """``--routing`` (one, or with ``several`` a comma-separated list; names of
+    :mod:`tablegen.routing.names`, checked as the command line is parsed), ``--nonmin``,
+    ``--vcs``."""
+    from tablegen.limits import MAX_VCS, vcs_option
+    from tablegen.routing.build import NONMIN
+    from tablegen.routing.names import option, table_routing, table_routings
+
+    if several:
+        sp.add_argument("--routing", required=True, type=option(table_routings),
+                        metavar="ROUTING[,ROUTING...]", help="a routing, or several "
+                        "separated by commas (each into OUT/ROUTING); see `fabroute routings`")
     else:
-        sp.add_argument("--routing", required=True, choices=ROUTINGS)
-    sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
+        sp.add_argument("--routing", required=required, type=option(table_routing),
+                        metavar="ROUTING", help="see `fabroute routings`"
+                        + ("" if required else " (with a table directory: optional, theirs)"))
+    sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's and PAR's non-minimal class "
+                    "(another spelling: --routing ugal-l-3h is ugal-l --nonmin val-3h)")
     sp.add_argument("--vcs", type=vcs_option, help=f"force the VC count, 1..{MAX_VCS} "
                     "(fewer than needed fail verify)")
 
@@ -469,8 +535,12 @@ def add_parsers(sub) -> None:
         switches_option,
     )
 
-    sp = sub.add_parser("topology", help="build a topology and print it")
-    sp.add_argument("spec")
+    from tablegen.routing.names import option, table_routing
+    from tablegen.topologies.spec import GRAMMAR
+
+    sp = sub.add_parser("topology", help="build a topology and print it", epilog=GRAMMAR,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("spec", metavar="SPEC|DIR")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_topology)
 
@@ -506,12 +576,13 @@ def add_parsers(sub) -> None:
     sp.set_defaults(func=cmd_verify)
 
     sp = sub.add_parser("path", help="the path, ports and VCs a packet takes")
-    sp.add_argument("spec")
-    routing_args(sp)
+    sp.add_argument("spec", metavar="SPEC|DIR", help="a topology SPEC (`fabroute topology "
+                    "--help`) with --routing, or a proven table directory (its tables)")
+    routing_args(sp, required=False)
     sp.add_argument("--src", type=switch_option, required=True)
     sp.add_argument("--dst", type=switch_option, required=True)
-    sp.add_argument("--via", type=switch_option, help="intermediate switch of a Valiant class (group-"
-                    "level VAL: the group of this switch)")
+    sp.add_argument("--via", type=switch_option, help="intermediate switch of a Valiant "
+                    "class (group-level VAL: the group of this switch)")
     sp.add_argument("--class", dest="cls", help="path class of a UGAL-L routing (min or the "
                     "non-minimal one; default the non-minimal)")
     sp.add_argument("--json", action="store_true")
@@ -519,7 +590,7 @@ def add_parsers(sub) -> None:
 
     sp = sub.add_parser("analyze", help="diameter, ASPL, degrees, cable lengths; with "
                         "--throughput-bound the saturation bound of a routing under a traffic")
-    sp.add_argument("spec")
+    sp.add_argument("spec", metavar="SPEC|DIR")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_analyze)
 
@@ -528,10 +599,12 @@ def add_parsers(sub) -> None:
     sp.add_argument("spec", metavar="DIR|SPEC", help="a table directory (its routing and "
                     "formats are kept) or a dsnf SPEC")
     sp.add_argument("--add", type=switches_option, help="switches to add (same p; default 1)")
-    sp.add_argument("--to", type=switches_option, metavar="N", help="grow to N switches (same p)")
+    sp.add_argument("--to", type=switches_option, metavar="N",
+                    help="grow to N switches (same p)")
     sp.add_argument("--transform", action="store_true",
                     help="the p -> p+1 transformation at n = (p+1)·2^(p+1), e.g. dsnf:n=64")
-    sp.add_argument("--routing", default="dsnf", help="with a SPEC (default dsnf)")
+    sp.add_argument("--routing", default="dsnf", type=option(table_routing),
+                    help="with a SPEC (default dsnf); see `fabroute routings`")
     sp.add_argument("--out", metavar="NEWDIR", help="write the grown, verified table set here "
                     "with update.json (the diff and the order to apply it)")
     force_option(sp)
@@ -544,6 +617,11 @@ def add_parsers(sub) -> None:
     sp.add_argument("dir_b", metavar="DIR_B")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_diff)
+
+    sp = sub.add_parser("routings", help="every routing name once: what it is, the "
+                        "commands that take it, its paper")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_routings)
 
     sp = sub.add_parser("compare", help="DSN-F vs torus, DSN-x, DLN-4: JSON + PNG")
     sp.add_argument("--sizes", default="128,256,512,1024,2048,4096")

@@ -208,7 +208,8 @@ def _check_cdg(ts: TableSet, deps, report: Report, max_cycle_print: int) -> None
 def rebuilt_topology(topo, intact: bool = False):
     """The topology fabroute builds from ``topo``'s kind and parameters (and its uniform host
     count where the family takes one), to hold a stored topology against; ``intact``: without
-    the failures its name carries (the fabric as cabled)."""
+    the failures its name carries (the fabric as cabled).  A stored name without ``hosts=``
+    (written before names carried it) gets a rebuilt topology named the same way."""
     from tablegen.errors import TopologyError
     from tablegen.topologies import baselines, dragonfly, dsnf, slimfly
 
@@ -232,6 +233,10 @@ def rebuilt_topology(topo, intact: bool = False):
     except TypeError as e:
         raise TopologyError(f"{topo.name()}: parameters {sorted(kw)} ({e}); expected those "
                             f"fabroute writes for {topo.kind}") from None
+    if "hosts" not in topo.params:
+        # a name written before names carried hosts= (topology.json holds the hosts): the
+        # same fabric, still read under its old name
+        built.params.pop("hosts", None)
     return without_links(built, failed) if failed else built
 
 

@@ -225,10 +225,13 @@ def test_expand_and_diff_bad_input(capsys, tmp_path):
     sf = tmp_path / "sf"
     assert run(capsys, "tables", "slimfly:q=5", "--routing", "min", "--formats", "json",
                "--out", sf)[0] == 0
+    n40 = tmp_path / "n40"      # n = 64 is a transformation point (as its SPEC), 40 is not
+    assert run(capsys, "tables", "dsnf:n=40", "--routing", "min", "--formats", "json",
+               "--out", n40)[0] == 0
     cases = [
         (["expand", old, "--add", "200", "--out", tmp_path / "x"], "leaves the p=4 range"),
         (["expand", old, "--to", "60", "--out", tmp_path / "x"], "expected a size above 64"),
-        (["expand", old, "--transform", "--out", tmp_path / "x"], "not at a transformation"),
+        (["expand", n40, "--transform", "--out", tmp_path / "x"], "not at a transformation"),
         (["expand", sf, "--add", "1", "--out", tmp_path / "x"], "not an intact dsnf fabric"),
         (["expand", old, "--add", "1", "--to", "70"], "exclude each other"),
         (["diff", old, sf], "expected two table sets of one fabric"),

@@ -47,6 +47,12 @@ def _cabinets(n: int) -> np.ndarray:
     return np.arange(n, dtype=np.int32) // SWITCHES_PER_CABINET
 
 
+def _hosts_param(hosts: int) -> dict:
+    """``{"hosts": hosts}`` unless it is the default 1: the name of a fabric carries every
+    parameter that changes it (a SPEC without ``hosts`` means one host per switch)."""
+    return {"hosts": hosts} if hosts != 1 else {}
+
+
 def _check_int(name: str, value, lo: int, hi: int | None = None, what: str = "") -> int:
     ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
     if ok and value >= lo and (hi is None or value <= hi):
@@ -71,10 +77,10 @@ def build_torus(x: int, y: int, hosts: int = 1) -> Topology:
     Returns
     -------
     Topology
-        ``kind="torus"``, ``params={"x", "y"}``, labels ``("i", "j")``.  Switch ``(i, j)``,
-        ``0 <= i < x``, ``0 <= j < y``, has id ``j * x + i``.  Network port indices are
-        ``0: +x``, ``1: -x``, ``2: +y``, ``3: -y`` (:data:`TORUS_PLUS_X` ...); link kinds
-        ``"x"`` and ``"y"``.
+        ``kind="torus"``, ``params={"x", "y"}`` (``hosts`` unless 1), labels ``("i", "j")``.
+        Switch ``(i, j)``, ``0 <= i < x``, ``0 <= j < y``, has id ``j * x + i``.  Network port
+        indices are ``0: +x``, ``1: -x``, ``2: +y``, ``3: -y`` (:data:`TORUS_PLUS_X` ...); link
+        kinds ``"x"`` and ``"y"``.
 
     Notes
     -----
@@ -107,7 +113,8 @@ def build_torus(x: int, y: int, hosts: int = 1) -> Topology:
     for s in range(n):
         b.put(s, TORUS_PLUS_X, int(east[s]), TORUS_MINUS_X, "x")
         b.put(s, TORUS_PLUS_Y, int(north[s]), TORUS_MINUS_Y, "y")
-    return b.build(kind="torus", params={"x": x, "y": y}, label_names=("i", "j"),
+    return b.build(kind="torus", params={"x": x, "y": y, **_hosts_param(hosts)},
+                   label_names=("i", "j"),
                    labels=np.stack([i, j], axis=1), cabinet=_cabinets(n), radix=4)
 
 
@@ -138,12 +145,12 @@ def build_dsn(n: int, x: int | None = None, hosts: int = 1) -> Topology:
     Returns
     -------
     Topology
-        ``kind="dsn"``, ``params={"n", "x"}`` (resolved ``x``), labels ``("i", "level")``,
-        link kinds ``"ring"`` and ``"shortcut"``.  Port indices: ``0`` pred, ``1`` succ,
-        ``2`` the outgoing shortcut if the node has one (level ``<= x``), then the incoming
-        shortcuts in increasing source id.  Indices are packed: a node without an outgoing
-        shortcut has its first incoming one on index 2.  The radix is the maximum degree;
-        shorter nodes leave trailing slots unconnected.
+        ``kind="dsn"``, ``params={"n", "x"}`` (resolved ``x``; ``hosts`` unless 1), labels
+        ``("i", "level")``, link kinds ``"ring"`` and ``"shortcut"``.  Port indices: ``0`` pred,
+        ``1`` succ, ``2`` the outgoing shortcut if the node has one (level ``<= x``), then the
+        incoming shortcuts in increasing source id.  Indices are packed: a node without an
+        outgoing shortcut has its first incoming one on index 2.  The radix is the maximum
+        degree; shorter nodes leave trailing slots unconnected.
 
     Notes
     -----
@@ -185,7 +192,8 @@ def build_dsn(n: int, x: int | None = None, hosts: int = 1) -> Topology:
     for s, t in zip(src.tolist(), dst.tolist()):
         b.put(s, 2, t, int(nxt[t]), "shortcut")
         nxt[t] += 1
-    return b.build(kind="dsn", params={"n": n, "x": x}, label_names=("i", "level"),
+    return b.build(kind="dsn", params={"n": n, "x": x, **_hosts_param(hosts)},
+                   label_names=("i", "level"),
                    labels=np.stack([np.arange(n), level], axis=1), cabinet=_cabinets(n))
 
 
@@ -210,9 +218,9 @@ def build_dln(n: int, x: int = 4, seed: int = 1, hosts: int = 1) -> Topology:
     Returns
     -------
     Topology
-        ``kind="dln"``, ``params={"n", "x", "seed"}``, labels ``("i",)``, link kinds ``"ring"``
-        and ``"shortcut"``.  Port indices: ``0`` pred, ``1`` succ, then the shortcuts in the
-        order they were generated (round by round).
+        ``kind="dln"``, ``params={"n", "x", "seed"}`` (``hosts`` unless 1), labels ``("i",)``,
+        link kinds ``"ring"`` and ``"shortcut"``.  Port indices: ``0`` pred, ``1`` succ, then
+        the shortcuts in the order they were generated (round by round).
 
     Notes
     -----
@@ -271,5 +279,6 @@ def build_dln(n: int, x: int = 4, seed: int = 1, hosts: int = 1) -> Topology:
     for pairs in rounds:
         for a, b in pairs.tolist():
             bld.add(a, b, "shortcut")
-    return bld.build(kind="dln", params={"n": n, "x": x, "seed": seed}, label_names=("i",),
-                     labels=np.arange(n)[:, None], cabinet=_cabinets(n), radix=x)
+    return bld.build(kind="dln", params={"n": n, "x": x, "seed": seed, **_hosts_param(hosts)},
+                     label_names=("i",), labels=np.arange(n)[:, None], cabinet=_cabinets(n),
+                     radix=x)

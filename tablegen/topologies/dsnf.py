@@ -219,9 +219,9 @@ def build_dsnf(n: int, hosts: int = 1, *, p: int | None = None) -> Topology:
     Returns
     -------
     Topology
-        ``kind="dsnf"``, ``params={"n": n, "p": p}``, ``label_names=("level", "layer",
-        "supernode")``, ``radix=8``, ``group`` = super-node, cabinets of 16 switches filled in
-        ``(s, k, l)`` order.
+        ``kind="dsnf"``, ``params={"n": n, "p": p}`` (and ``hosts`` unless 1),
+        ``label_names=("level", "layer", "supernode")``, ``radix=8``, ``group`` = super-node,
+        cabinets of 16 switches filled in ``(s, k, l)`` order.
 
     Raises
     ------
@@ -240,7 +240,8 @@ def build_dsnf(n: int, hosts: int = 1, *, p: int | None = None) -> Topology:
                        f"2 <= n <= {limits.MAX_SWITCHES:,} switches")
     h = limits.check_hosts("dsnf", "hosts", _check_hosts(hosts), n)
     p = _resolve_p(n, p)
-    return _assemble(p, _labels(n, p), h, {"n": n, "p": p})
+    # hosts in the name when not the default, so a name identifies its fabric
+    return _assemble(p, _labels(n, p), h, {"n": n, "p": p, **({"hosts": h} if h != 1 else {})})
 
 
 # ---------------------------------------------------------------------------------------------
