@@ -49,7 +49,8 @@ class _Parser(argparse.ArgumentParser):
         # an empty value (--out '', a SPEC of blanks) is a slip, never a choice, except
         # where an option documents '' (``empty_ok``: ib compare --engines '' for none)
         strings = arg_strings if isinstance(arg_strings, list) else [arg_strings]
-        if (action.nargs != 0 and not getattr(action, "empty_ok", False)
+        if (action.nargs not in (0, argparse.PARSER, argparse.REMAINDER)
+                and not getattr(action, "empty_ok", False)
                 and any(isinstance(s, str) and not s.strip() for s in strings)):
             name = "/".join(action.option_strings) or action.metavar or action.dest
             self.error(f"argument {name}: the value is empty; expected a value")

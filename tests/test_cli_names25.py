@@ -275,14 +275,20 @@ def test_topology_help_and_readme_give_every_key():
 @pytest.mark.parametrize("spec,needle", [
     ("dsnf:n=3", f"expected n >= {DSNF_MIN_N}"),
     (f"dsnf:n={DSNF_MIN_N - 1}", "below the smallest DSN-F"),
-    ("", "topology SPEC is empty"),
-    ("  ", "topology SPEC is empty"),
+    ("", "SPEC|DIR: the value is empty"),
+    ("  ", "SPEC|DIR: the value is empty"),
     ("slimfly:q=５", "q='５' is not an integer"),
     ("slimfly:q=1_3", "q='1_3' is not an integer"),
     ("torus:x=4,y=٤", "y='٤' is not an integer"),
 ])
 def test_bad_specs_are_one_line(capsys, spec, needle):
     refused(capsys, needle, "topology", spec)
+
+
+@pytest.mark.parametrize("spec", ["", "  "])
+def test_an_empty_spec_says_so_below_the_command_line(spec):
+    with pytest.raises(TopologyError, match="topology SPEC is empty"):
+        build(spec)
 
 
 def test_the_smallest_dsnf_builds():

@@ -33,6 +33,7 @@ OUT = "out-dir"     # an output path that does not exist yet
 #: a bad value in turn
 BASE = {
     ("topology",): (["slimfly:q=5"], []),
+    ("routings",): ([], []),
     ("tables",): (["slimfly:q=5"], ["--routing", "min", "--formats", "json", "--out", OUT]),
     ("verify",): ([SET], []),
     ("path",): (["slimfly:q=5"], ["--routing", "min", "--src", "0", "--dst", "1"]),
