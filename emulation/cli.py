@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import adaptive_args, adaptive_of
-from tablegen.cli import console, routing_args, topology_of, verified_tables
+from tablegen.cli import SPEC_HELP, console, routing_args, topology_of, verified_tables
 from tablegen.errors import BadInput, RunFailed
 from tablegen.limits import duration_option, load_option
 
@@ -21,9 +21,10 @@ DEFAULT_LINK_MBIT = 1.0
 def add_parsers(sub) -> None:
     sp = sub.add_parser("emulate", help="Mininet + Open vSwitch: install the tables with the "
                         "controller, probe every host pair, prove sampled paths and VCs")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     routing_args(sp)
-    sp.add_argument("--check", choices=("all-pairs", "sample"), default="all-pairs")
+    sp.add_argument("--check", choices=("all-pairs", "sample"), default="all-pairs",
+                    help="probe every host pair, or only the --samples pairs")
     sp.add_argument("--samples", type=int, default=12, help="host pairs whose exact path and "
                     "VCs are proven (Valiant: 2 intermediates each)")
     sp.add_argument("--hosts-per-switch", type=int, help="attach fewer hosts than the topology "
@@ -41,7 +42,8 @@ def add_parsers(sub) -> None:
                    "fraction of the link capacity (default 0.5)")
     g.add_argument("--duration", type=duration_option, default=10.0,
                    help="seconds of each traffic phase (default 10)")
-    g.add_argument("--json", action="store_true", help="print only the JSON report")
+    g.add_argument("--json", action="store_true", help="print the report as JSON (for "
+                   "scripts) instead of text, and no progress log")
     g = sp.add_argument_group("live updates under a probe stream (instead of the probes)")
     g.add_argument("--expand", type=int, metavar="N", help="DSN-F: grow the running fabric "
                    "by N switches (the controller applies the grown tables live, then the new "
@@ -65,12 +67,14 @@ def add_ib_parsers(ib) -> None:
     sp = ib.add_parser("apply", help="run ibsim + OpenSM (engine 'fabroute': our LFTs, SL2VL "
                        "and path SLs) on the files in DIR or DIR/ib, read LFTs, SL2VL tables and "
                        "PathRecord SLs back, compare (exit 1 on any mismatch)")
-    sp.add_argument("dir")
+    sp.add_argument("dir", help="an `ib export` directory, or a `tables` one (its ib/)")
     sp.add_argument("--keep-logs", action="store_true",
                     help="keep the scratch directory (ibsim/OpenSM logs) and name it")
     sp.add_argument("--max-paths", type=int, default=200_000,
                     help="PathRecords to read back before sampling deterministically "
                          "(0 = all; default 200000)")
+    sp.add_argument("--json", action="store_true", help="print the report as JSON (for "
+                    "scripts) instead of text")
     sp.set_defaults(func=cmd_ib_apply)
 
     from emulation.ibsim.update import add_ib_update_parser   # ib update (live growth / failures)
@@ -86,7 +90,7 @@ def _add_ib_compare_parser(ib) -> None:
     sp = ib.add_parser("compare", help="OpenSM's routing engines and fabroute's routings on the "
                        "ibsim fabric of SPEC: each read back, verified under IB (deadlock "
                        "freedom), its hops and throughput bounds measured")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     sp.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help="OpenSM engines, "
                     f"comma-separated, of {','.join(OPENSM_ENGINES)} (default "
                     f"{','.join(DEFAULT_ENGINES)}; '' for none)")

@@ -164,6 +164,8 @@ def _main(argv: list[str] | None) -> int:
            if threading.current_thread() is threading.main_thread() else None)
     try:
         return args.func(args)
+    except BrokenPipeError:     # before any handler of OSError: not a bad path
+        return _quiet_broken_pipe()
     except (FabrouteError, KeyError) as e:
         msg = e.args[0] if e.args else str(e)
         print(f"fabroute: {msg}", file=sys.stderr)

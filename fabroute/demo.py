@@ -18,7 +18,8 @@ ROUTINGS = ("min", "val-3h", "ugal-l")
 def add_parser(sub) -> None:
     sp = sub.add_parser("demo", help="Slim Fly q=5: MIN, VAL_3h, UGAL-L tables, verified, "
                         "exported; VAL_3h loaded into OpenSM + ibsim and into Open vSwitch")
-    sp.add_argument("--out", default="out/demo")
+    sp.add_argument("--out", default="out/demo", metavar="DIR", help="directory for the "
+                    "three table sets and the IB export")
     sp.set_defaults(func=cmd_demo)
 
 

@@ -19,34 +19,51 @@ import sys
 
 from simulator.config import ROUTINGS, SimConfig, load_experiment
 from tablegen.errors import BadInput
+from tablegen.output import emit, json_option, num
 from tablegen.limits import (MAX_JOBS, MAX_POINTS, MAX_VCS, SEED_BOUND, jobs_option,
                              seed_option, vcs_option)
 
 
+def _traffic_help(extra: str = "") -> str:
+    from simulator.traffic import TRAFFICS
+
+    return (f"traffic pattern: {', '.join(TRAFFICS)}; parameters as NAME:KEY=V "
+            f"(adversarial:A=2,B=11){extra}")
+
+
+#: --routing's help: the names are listed, one line each, by `fabroute routings`
+ROUTING_HELP = "routing name (see `fabroute routings`; e.g. min, val-3h, ugal-l, par-3h)"
+
+
 def add_parsers(subparsers) -> None:
-    p = subparsers.add_parser("simulate", help="flit-level simulation of one load point (JSON)")
-    p.add_argument("spec", help="topology SPEC, e.g. dragonfly:p=2,a=4,h=2, or a proven "
-                   "table directory (fabroute tables / ib import: its tables; --routing unused)")
-    p.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
-    p.add_argument("--traffic", "-t", default="uniform")
-    p.add_argument("--load", "-l", type=float, required=True)
+    p = subparsers.add_parser("simulate", help="flit-level simulation of one load point")
+    p.add_argument("spec", metavar="SPEC|DIR", help="topology SPEC, e.g. "
+                   "dragonfly:p=2,a=4,h=2, or a proven table directory (fabroute tables / ib "
+                   "import: its tables; --routing unused)")
+    p.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS),
+                   metavar="ROUTING", help=ROUTING_HELP)
+    p.add_argument("--traffic", "-t", default="uniform", help=_traffic_help())
+    p.add_argument("--load", "-l", type=float, required=True, help="offered load, flits per "
+                   "cycle per host, 0 < LOAD <= 1")
     p.add_argument("--config", "-c", help="TOML/JSON file of SimConfig keys")
     p.add_argument("--seed", "-s", type=seed_option, default=1, help="0 <= SEED < 2**32")
     p.add_argument("--vcs", type=vcs_option, help="force the number of VCs of the tables, "
                    f"1..{MAX_VCS}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one SimConfig key (repeatable)")
+    json_option(p, "the whole result (every counter, the config)")
     p.set_defaults(func=cmd_simulate)
 
     s = subparsers.add_parser("sweep", help="latency vs offered load for several routings")
     s.add_argument("spec", nargs="?", help="topology SPEC (or --experiment)")
     s.add_argument("--experiment", "-e", help="experiment file (simulator/experiments/*.toml)")
-    s.add_argument("--routing", "-r", nargs="+",
-                   help=f"routings ({', '.join(ROUTINGS)}), or ROUTING@SPEC")
-    s.add_argument("--traffic", "-t")
+    s.add_argument("--routing", "-r", nargs="+", metavar="ROUTING",
+                   help="routings (see `fabroute routings`), or ROUTING@SPEC")
+    s.add_argument("--traffic", "-t", help=_traffic_help(" (default: the experiment's, "
+                                                          "else uniform)"))
     s.add_argument("--loads", help="comma-separated offered loads, e.g. 0.1,0.2,0.3 (at most "
                    f"{MAX_POINTS:,} points, routings × loads)")
-    s.add_argument("--config", "-c")
+    s.add_argument("--config", "-c", help="TOML/JSON file of SimConfig keys")
     s.add_argument("--seed", "-s", type=seed_option, help="0 <= SEED < 2**32")
     s.add_argument("--workers", "-j", type=jobs_option, help=f"local worker processes, "
                    f"1..{MAX_JOBS} (default: one per CPU; 1: in this process)")
@@ -56,8 +73,10 @@ def add_parsers(subparsers) -> None:
                    "re-run reuses its points (default: OUT.points.jsonl)")
     s.add_argument("--out", "-o", help="output path without suffix (.json and .png)")
     s.add_argument("--vcs", type=vcs_option, help=f"1..{MAX_VCS}")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one SimConfig key (repeatable)")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    json_option(s, "the summary (out, store, reused, computed, failed, points)")
     s.set_defaults(func=cmd_sweep)
 
     g = subparsers.add_parser("growth", help="DSN-F grown in steps: saturation and latency "
@@ -67,14 +86,16 @@ def add_parsers(subparsers) -> None:
     g.add_argument("--workers", "-j", type=jobs_option, help=f"processes, 1..{MAX_JOBS}")
     g.add_argument("--out", "-o", help="output path without suffix (.json and .png)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    json_option(g, "the results per size and routing")
     g.set_defaults(func=cmd_growth)
 
 
 def add_bound_args(parser) -> None:
     """``--routing`` / ``--traffic`` / ``--seed`` / ``--class`` for a throughput-bound
     command (the topology SPEC is the caller's positional argument)."""
-    parser.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS))
-    parser.add_argument("--traffic", "-t", default="uniform")
+    parser.add_argument("--routing", "-r", default="min", choices=sorted(ROUTINGS),
+                        metavar="ROUTING", help=ROUTING_HELP)
+    parser.add_argument("--traffic", "-t", default="uniform", help=_traffic_help())
     parser.add_argument("--seed", "-s", type=seed_option, default=1, help="0 <= SEED < 2**32")
     parser.add_argument("--class", dest="cls", help="bound only this path class")
 

@@ -17,7 +17,12 @@ from pathlib import Path
 from tablegen.errors import BadInput, NotExpressible, TopologyError
 from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE, write_table_set
 from tablegen.exports.outdir import check_out_dir, replaced_dir
+from tablegen.output import emit, json_option, num
 from tablegen.topology import Topology
+
+#: the positional SPEC of every command that builds a topology
+SPEC_HELP = ("topology SPEC kind:key=value,...: slimfly:q=5, dragonfly:p=2,a=4,h=2, "
+             "dsnf:n=64, torus:x=4,y=4, ... (README, 'Topologies')")
 
 
 def console():
@@ -570,7 +575,8 @@ def routing_args(sp, several: bool = False) -> None:
         sp.add_argument("--routing", required=True, help="a routing, or several "
                         f"separated by commas (each into OUT/ROUTING); of {','.join(ROUTINGS)}")
     else:
-        sp.add_argument("--routing", required=True, choices=ROUTINGS)
+        sp.add_argument("--routing", required=True, choices=ROUTINGS, help="the routing: "
+                        f"{', '.join(ROUTINGS)} (`fabroute routings` describes each)")
     sp.add_argument("--nonmin", choices=NONMIN, help="UGAL-L's non-minimal class")
     sp.add_argument("--vcs", type=vcs_option, help=f"force the VC count, 1..{MAX_VCS} "
                     "(fewer than needed fail verify)")
@@ -581,15 +587,20 @@ def add_parsers(sub) -> None:
     from tablegen.limits import MAX_JOBS, jobs_option, lmc_option, seed_option
 
     sp = sub.add_parser("topology", help="build a topology and print it")
-    sp.add_argument("spec")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("spec", help=SPEC_HELP)
+    json_option(sp, "the whole topology (switches, hosts, links, ports)")
     sp.set_defaults(func=cmd_topology)
 
     sp = sub.add_parser("tables", help="compute, verify and export the tables")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     routing_args(sp, several=True)
-    sp.add_argument("--out", required=True)
-    sp.add_argument("--formats", default="json,ib,openflow")
+    sp.add_argument("--out", required=True, metavar="DIR", help="directory to write (one "
+                    "routing: the table set; several: DIR/ROUTING each, and routings.json)")
+    sp.add_argument("--formats", default="json,ib,openflow", help="comma-separated subset of "
+                    "json (tables + proof), ib (InfiniBand files in DIR/ib), openflow "
+                    "(ovs-ofctl flows)")
+    json_option(sp, "one JSON line per routing (out, routing, verified, num_vcs, classes, "
+                "files, skipped)")
     sp.add_argument("--fail", metavar="A:B[,C:D...]", help="tables for the fabric without "
                     "the cables between these switch pairs (ids as in `fabroute topology SPEC "
                     "--json`), still verified")
@@ -603,7 +614,8 @@ def add_parsers(sub) -> None:
                         "path through lfts.dump, sl2vl.dump and path-sl.txt, the CDG per VL, "
                         "agreement with the tables), else layers and SLs computed from them "
                         "(a routing InfiniBand cannot express is reported, not failed)")
-    sp.add_argument("dir")
+    sp.add_argument("dir", help="a table directory written by `fabroute tables` (one "
+                    "routing), `ib export` or `ib import`")
     sp.add_argument("--lmc", type=lmc_option, help="InfiniBand LMC (0..7) when DIR holds no "
                     "IB files (default 0; with IB files only theirs is accepted)")
     sp.add_argument("--seed", type=seed_option, help="seed of the Valiant layers' targets "
@@ -612,25 +624,27 @@ def add_parsers(sub) -> None:
     sp.add_argument("--walk-ib-files", action="store_true", help="also walk every (HCA, "
                     "LID) packet through the InfiniBand files themselves (done anyway when a "
                     "file differs from what the proven tables give; slow on big fabrics)")
-    sp.add_argument("--json", action="store_true")
+    json_option(sp, "the proof report")
     sp.set_defaults(func=cmd_verify)
 
     sp = sub.add_parser("path", help="the path, ports and VCs a packet takes")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     routing_args(sp)
-    sp.add_argument("--src", type=int, required=True)
-    sp.add_argument("--dst", type=int, required=True)
+    sp.add_argument("--src", type=int, required=True, help="source switch id, 0 <= SRC < "
+                    "switches (ids as in `fabroute topology SPEC --json`)")
+    sp.add_argument("--dst", type=int, required=True, help="destination switch id")
     sp.add_argument("--via", type=int, help="intermediate switch of a Valiant class (group-"
                     "level VAL: the group of this switch)")
     sp.add_argument("--class", dest="cls", help="path class of a UGAL-L routing (min or the "
                     "non-minimal one; default the non-minimal)")
-    sp.add_argument("--json", action="store_true")
+    json_option(sp, "the path (switches, ports, vcs, labels, class, via)")
     sp.set_defaults(func=cmd_path)
 
     sp = sub.add_parser("analyze", help="diameter, ASPL, degrees, cable lengths; with "
                         "--throughput-bound the saturation bound of a routing under a traffic")
-    sp.add_argument("spec")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("spec", metavar="SPEC|DIR", help=SPEC_HELP + "; with --throughput-bound "
+                    "also a proven table directory")
+    json_option(sp, "the metrics")
     sp.set_defaults(func=cmd_analyze)
 
     sp = sub.add_parser("expand", help="DSN-F expansion: the grown tables, cables and the "
@@ -644,19 +658,23 @@ def add_parsers(sub) -> None:
     sp.add_argument("--routing", default="dsnf", help="with a SPEC (default dsnf)")
     sp.add_argument("--out", metavar="NEWDIR", help="write the grown, verified table set here "
                     "with update.json (the diff and the order to apply it)")
-    sp.add_argument("--json", action="store_true")
+    json_option(sp, "the diff")
     sp.set_defaults(func=cmd_expand)
 
     sp = sub.add_parser("diff", help="entries, VCs and cables that change between two table "
                         "sets of one fabric, and the order that applies them consistently")
-    sp.add_argument("dir_a", metavar="DIR_A")
-    sp.add_argument("dir_b", metavar="DIR_B")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("dir_a", metavar="DIR_A", help="the table set running now (a `fabroute "
+                    "tables` directory)")
+    sp.add_argument("dir_b", metavar="DIR_B", help="the table set to go to")
+    json_option(sp, "the diff")
     sp.set_defaults(func=cmd_diff)
 
     sp = sub.add_parser("compare", help="DSN-F vs torus, DSN-x, DLN-4: JSON + PNG")
-    sp.add_argument("--sizes", default="128,256,512,1024,2048,4096")
+    sp.add_argument("--sizes", default="128,256,512,1024,2048,4096", help="comma-separated "
+                    "switch counts to compare the families at")
     sp.add_argument("--expansion", help="START,STOP,STEP: grow DSN-F (paper Fig. 4: "
                     "1024,2048,64)")
-    sp.add_argument("--out", default="out/compare")
+    sp.add_argument("--out", default="out/compare", metavar="DIR", help="directory for "
+                    "compare.json and compare.png")
+    json_option(sp, "the comparison (compare.json's document)")
     sp.set_defaults(func=cmd_compare)

@@ -9,10 +9,11 @@ import json
 import sys
 from pathlib import Path
 
-from tablegen.cli import console, routing_args, topology_of, verified_tables
+from tablegen.cli import SPEC_HELP, console, routing_args, topology_of, verified_tables
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE
 from tablegen.exports.outdir import check_out_dir, replaced_dir
+from tablegen.output import emit, json_option
 
 
 def cmd_ib_export(args) -> int:
@@ -87,7 +88,7 @@ def add_ib_parsers(ib) -> None:
 
     sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
                        "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     routing_args(sp)
     sp.add_argument("--lmc", type=lmc_option, default=0, help="LIDs per host = 2^LMC (0..7); "
                     "offset k is routed by layer k (0 = minimal, others the routing's "
@@ -99,7 +100,9 @@ def add_ib_parsers(ib) -> None:
                     "channel dependency graph, nearest the routing's own, and an up*/down* "
                     "escape layer; for fabrics where the routing's own paths do not fit 8 VLs "
                     "(LMC 0)")
-    sp.add_argument("--out", required=True)
+    sp.add_argument("--out", required=True, metavar="DIR", help="directory to write the IB "
+                    "files into (with the tables and a manifest: `verify DIR` proves it)")
+    json_option(sp, "the export's summary")
     sp.set_defaults(func=cmd_ib_export)
 
     sp = ib.add_parser("import", help="turn IB files (fabric.net, guids.json, guid2lid, "
@@ -107,7 +110,9 @@ def add_ib_parsers(ib) -> None:
                        "what ib compare read back) into a table set that verify, analyze "
                        "--throughput-bound and the simulator take; one table per destination "
                        "host index and LID offset")
-    sp.add_argument("dir")
-    sp.add_argument("--out", required=True, metavar="TABLEDIR")
+    sp.add_argument("dir", help="directory holding the IB files (or DIR/ib)")
+    sp.add_argument("--out", required=True, metavar="TABLEDIR", help="table directory to "
+                    "write (verify, simulate and analyze take it)")
     sp.add_argument("--engine", help="name of the router the files come from (recorded)")
+    json_option(sp, "the import's report")
     sp.set_defaults(func=cmd_ib_import)
