@@ -153,5 +153,5 @@ def cmd_load(args) -> int:
 def cmd_pki(args) -> int:
     from controller.tls import make_pki, parse_dpids
 
-    print(json.dumps(make_pki(Path(args.dir), parse_dpids(args.dpids), args.name)))
+    emit(make_pki(Path(args.dir), parse_dpids(args.dpids), args.name), args.json)
     return 0

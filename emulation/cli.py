@@ -12,6 +12,7 @@ from controller.cli import adaptive_args, adaptive_of
 from tablegen.cli import SPEC_HELP, console, routing_args, topology_of, verified_tables
 from tablegen.errors import BadInput, RunFailed
 from tablegen.limits import duration_option, load_option
+from tablegen.output import emit
 
 #: links of a loaded emulation when --link-mbit is not given (docs/emulation.md: the shaped
 #: links, not the userspace datapath, are then the bottleneck on this machine's fabrics)
@@ -33,6 +34,9 @@ def add_parsers(sub) -> None:
                     "until Ctrl-C")
     sp.add_argument("--tls", action="store_true", help="OpenFlow over TLS with mutual "
                     "certificates made for this run")
+    sp.add_argument("--json", action="store_true", help="print the report as JSON (for "
+                    "scripts) instead of text; with --traffic or a live update, no progress "
+                    "log")
     g = sp.add_argument_group("load (instead of the all-pairs probes)")
     g.add_argument("--traffic", action="append", metavar="PATTERN", help="run traffic: "
                    "uniform, worst-case (Dragonfly), adversarial (Slim Fly), ... (simulator "
@@ -42,8 +46,6 @@ def add_parsers(sub) -> None:
                    "fraction of the link capacity (default 0.5)")
     g.add_argument("--duration", type=duration_option, default=10.0,
                    help="seconds of each traffic phase (default 10)")
-    g.add_argument("--json", action="store_true", help="print the report as JSON (for "
-                   "scripts) instead of text, and no progress log")
     g = sp.add_argument_group("live updates under a probe stream (instead of the probes)")
     g.add_argument("--expand", type=int, metavar="N", help="DSN-F: grow the running fabric "
                    "by N switches (the controller applies the grown tables live, then the new "
@@ -156,7 +158,8 @@ def cmd_emulate(args) -> int:
     try:
         report = run(ts, check=args.check, samples=args.samples,
                      hosts_per_switch=args.hosts_per_switch, keep=args.keep, tls=args.tls,
-                     log=con.log, on_report=lambda r: print(json.dumps(r), flush=True))
+                     log=con.log, on_report=lambda r: (emit(r, args.json),
+                                                       sys.stdout.flush()))
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
@@ -189,7 +192,7 @@ def _emulate_live(ts, args, fail, con) -> int:
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=1 if args.json else None))
+    emit(rep, args.json, indent=1)
     return 0 if rep["ok"] else 1
 
 
@@ -205,7 +208,7 @@ def _emulate_load(ts, args, con) -> int:
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=1 if args.json else None))
+    emit(rep, args.json, indent=1)
     return 0 if rep["ok"] else 1
 
 
@@ -217,10 +220,10 @@ def cmd_ib_apply(args) -> int:
     except BadInput as e:
         raise BadInput(f"ib apply: {e}") from None
     except RunFailed as e:
-        print(json.dumps(dict(e.report, error=str(e), ok=False), indent=1))
+        emit(dict(e.report, error=str(e), ok=False), args.json, indent=1)
         print(f"ib apply: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=1))
+    emit(rep, args.json, indent=1)
     return 0 if rep["ok"] else 1
 
 

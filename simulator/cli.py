@@ -199,10 +199,43 @@ def cmd_simulate(args) -> int:
         raise BadInput(f"simulate: {e}") from None
     if over:
         cfg = cfg.replace(**over)
-    r = simulate(ts, cfg, args.traffic, args.load, args.seed)
-    json.dump(r, sys.stdout, indent=1)
-    print()
+    with _compiling():
+        r = simulate(ts, cfg, args.traffic, args.load, args.seed)
+    emit(r, args.json, _simulate_text, indent=1)
     return 1 if r["deadlock"] or r["status"] != "ok" else 0
+
+
+def _compiling():
+    """A status line on stderr while the simulator is compiled (Numba's cache is cold: first
+    run, or the sources changed; :func:`simulator.run.compile_pending`), else nothing."""
+    import contextlib
+
+    from simulator.run import compile_pending
+    from tablegen.output import console
+
+    if not compile_pending():
+        return contextlib.nullcontext()
+    return console().status("compiling the simulator (first run only, ~40 s; cached "
+                            "after)… then simulating")
+
+
+def _simulate_text(r: dict) -> list[str]:
+    """The measures of one simulated point people read first (``--json``: every one)."""
+    lat = lambda k: num(r.get(k)) if r.get(k) is not None else "-"   # noqa: E731
+    util = r.get("channel_util") or {}
+    return [f"{r.get('topology')}, {r.get('routing')}, {r.get('traffic')} at load "
+            f"{num(r.get('offered'))}: {r.get('status')}"
+            + (" (SATURATED)" if r.get("saturated") else "")
+            + (" (DEADLOCK)" if r.get("deadlock") else ""),
+            f"  accepted     {num(r.get('accepted'))} flits/cycle/host (offered "
+            f"{num(r.get('offered_measured'))})",
+            f"  latency      avg {lat('latency_avg')}, p50 {lat('latency_p50')}, p99 "
+            f"{lat('latency_p99')}, max {lat('latency_max')} cycles",
+            f"  hops         avg {lat('hops_avg')}; non-minimal share "
+            f"{lat('nonmin_share')}",
+            f"  channels     utilisation avg {num(util.get('avg'))}, max "
+            f"{num(util.get('max'))}",
+            f"  cycles       {num(r.get('cycles'))}  (--json: every counter and the config)"]
 
 
 def _int_in(name: str, v, lo: int, hi: int) -> int:
@@ -305,6 +338,13 @@ def cmd_sweep(args) -> int:
     out = args.out or exp.get("out") or (f"out/sim/{exp['name']}" if exp.get("name") else None)
     common = dict(seed=seed, workers=workers, out=out, title=exp.get("figure"),
                   progress=not args.quiet, vcs=args.vcs, scheduler=scheduler, store=args.store)
+    from simulator.run import compile_pending
+
+    if not args.quiet and compile_pending():    # the bar stays at 0 meanwhile
+        from tablegen.output import console
+
+        console().log("sweep: compiling the simulator first (first run only, ~40 s; cached "
+                      "after)")
     if vary:
         res = sweep_values(spec, routings, traffic, loads, vary[0], vary[1], vary[2], cfg,
                            **common)
@@ -316,10 +356,9 @@ def cmd_sweep(args) -> int:
                 "latency_avg": p["latency_avg"] and round(p["latency_avg"], 2),
                 "saturated": p["saturated"]} for p in res["points"]]
     run = res["run"]
-    json.dump({"out": str(out) if out else None, "store": run["store"],
-               "reused": run["reused"], "computed": run["computed"], "failed": res["failed"],
-               "points": summary}, sys.stdout, indent=1)
-    print()
+    emit({"out": str(out) if out else None, "store": run["store"],
+          "reused": run["reused"], "computed": run["computed"], "failed": res["failed"],
+          "points": summary}, args.json, _sweep_text, indent=1)
     print(f"sweep: {len(res['points']) + len(res['failed'])} points: {run['reused']} reused"
           f"{' from ' + run['store'] if run['store'] else ''}, {run['computed']} computed, "
           f"{len(res['failed'])} failed", file=sys.stderr)
@@ -328,6 +367,23 @@ def cmd_sweep(args) -> int:
         print(f"sweep: failed: {f['routing']} on {f['spec']}{at}, {f['traffic']} at load "
               f"{f['load']:g}, seed {f['seed']}: {f['error']}", file=sys.stderr)
     return 1 if res["failed"] else 0
+
+
+def _sweep_text(doc: dict) -> list[str]:
+    """The sweep's points as a table: one row per routing and offered load."""
+    pts = doc["points"]
+    extra = [k for k in (pts[0] if pts else {}) if k not in (
+        "routing", "offered", "accepted", "latency_avg", "saturated")]
+    width = max([len("routing")] + [len(p["routing"]) for p in pts])
+    head = f"{'routing':<{width}} " + "".join(f"{k:>10} " for k in extra)
+    lines = [head + f"{'offered':>8} {'accepted':>9} {'latency':>9}  saturated"]
+    for p in pts:
+        lines.append(f"{p['routing']:<{width}} " + "".join(f"{num(p[k]):>10} " for k in extra)
+                     + f"{num(p['offered']):>8} {num(p['accepted']):>9} "
+                     f"{num(p['latency_avg']):>9}  {num(p['saturated'])}")
+    if doc["out"]:
+        lines.append(f"wrote {doc['out']}.json and {doc['out']}.png")
+    return lines
 
 
 def cmd_growth(args) -> int:
@@ -346,8 +402,7 @@ def cmd_growth(args) -> int:
     summary = [{k: x[k] for k in ("n", "p", "routing", "bound", "saturation", "first_saturated",
                                   "accepted_at_saturation", "latency")}
                for x in res["results"]]
-    json.dump({"out": str(out) if out else None, "results": summary}, sys.stdout, indent=1)
-    print()
+    emit({"out": str(out) if out else None, "results": summary}, args.json, indent=1)
     return 0
 
 

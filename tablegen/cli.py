@@ -26,9 +26,10 @@ SPEC_HELP = ("topology SPEC kind:key=value,...: slimfly:q=5, dragonfly:p=2,a=4,h
 
 
 def console():
-    from rich.console import Console
+    """The stderr console for logs and progress (:func:`tablegen.output.console`)."""
+    from tablegen.output import console as stderr_console
 
-    return Console(stderr=True)
+    return stderr_console()
 
 
 def topology_of(spec: str, fail: str | None = None) -> Topology:
@@ -88,13 +89,8 @@ def cmd_analyze(args) -> int:
     from tablegen.analysis.layout import analyze
 
     topo = topology_of(args.spec)
-    a = analyze(topo)
-    a["topology"] = topo.name()
-    if args.json:
-        print(json.dumps(a, indent=1))
-    else:
-        for k, v in a.items():
-            print(f"{k:>12}: {v}")
+    a = dict(topology=topo.name(), **analyze(topo))
+    emit(a, args.json, indent=1)
     return 0
 
 
@@ -224,21 +220,31 @@ def cmd_tables(args) -> int:
                            f" into {res['out']}")
             status = 1
         else:
-            con.log(f"{res['routing']}: {res['files']} files written into {res['out']} "
-                        f"(tables + verify {res['seconds']['tables_and_verify']:.2f} s, "
-                        f"export {res['seconds']['export']:.2f} s)")
             for fmt, why in res["skipped"].items():
                 print(f"tables: {res['routing']}: {fmt} export skipped: {why}",
                       file=sys.stderr)
-        print(json.dumps({k: v for k, v in res.items() if k not in ("errors", "seconds")}),
-              flush=True)
+        doc = {k: v for k, v in res.items() if k not in ("errors", "seconds")}
+        emit(doc, args.json, lambda d: [_tables_line(d, res.get("seconds"))])
+        sys.stdout.flush()
 
     # a log line, not a live status: its refresh thread must not be running at a fork
-    con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
-                f"({jobs} worker{'s' * (jobs > 1)})…")
+    con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats}"
+            + (f" ({jobs} workers)" if len(routings) > 1 and jobs > 1 else "") + "…")
     write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
                    vcs=args.vcs, jobs=jobs, done=done)
     return status
+
+
+def _tables_line(d: dict, seconds: dict | None) -> str:
+    """One routing of ``fabroute tables`` as a line of text."""
+    if not d["verified"]:
+        return f"{d['routing']}: FAILED verification; nothing written into {d['out']}"
+    hops = ", ".join(f"{n} ≤{c['max_hops']} hops" for n, c in d["classes"].items())
+    took = (f" in {seconds['tables_and_verify'] + seconds['export']:.1f} s"
+            if seconds else "")
+    skipped = f"; skipped: {', '.join(d['skipped'])}" if d["skipped"] else ""
+    return (f"{d['routing']}: verified ({hops}; {d['num_vcs']} VCs), {d['files']} files "
+            f"-> {d['out']}{took}{skipped}")
 
 
 def cmd_verify(args) -> int:
@@ -559,6 +565,9 @@ def cmd_compare(args) -> int:
     if expand is not None and (len(expand) != 3 or expand[2] <= 0 or expand[1] < expand[0]):
         raise BadInput(f"compare: --expansion {args.expansion}; expected START,STOP,STEP")
     res = run(sizes, Path(args.out), expand)
+    if args.json:
+        print(json.dumps(res))
+        return 0
     for f, rows in res["families"].items():
         print(f"{f:6} " + "  ".join(f"n={r['n']}: D={r['diameter']} ASPL={r['aspl']:.2f} "
                                     f"cable={r['cable_m']:.2f}m" for r in rows))

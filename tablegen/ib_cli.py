@@ -5,7 +5,6 @@ set).  :func:`add_ib_parsers` adds them; exit codes: :mod:`tablegen.errors`.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -61,8 +60,22 @@ def cmd_ib_export(args) -> int:
                **{k: layers.info[k] for k in ("escape_destinations",) if k in layers.info},
                "layers": [{k: lay[k] for k in ("offset", "kind", "max_hops", "hist")}
                           for lay in irep["layers"]]}
-    print(json.dumps(summary))
+    emit(summary, args.json, _export_text)
     return 0
+
+
+def _export_text(s: dict) -> list[str]:
+    """``ib export``'s summary as text."""
+    variant = f" ({s['variant']})" if s["variant"] else ""
+    lines = [f"{s['routing']}{variant} on {s['topology']}, LMC {s['lmc']}: {len(s['files'])} "
+             f"files -> {s['out']}",
+             f"  {s['sls_used']} SLs, {s['vls_used']} VLs (max VL {s['vl_max']}) of "
+             f"{s['data_vls']} data VLs"]
+    for lay in s["layers"]:
+        hist = " ".join(f"{h}:{c}" for h, c in lay["hist"].items())
+        lines.append(f"  offset {lay['offset']} {lay['kind']}: max {lay['max_hops']} hops; "
+                     f"hops:pairs {hist}")
+    return lines
 
 
 def cmd_ib_import(args) -> int:
@@ -78,7 +91,7 @@ def cmd_ib_import(args) -> int:
     for e in res.get("errors", ()):
         print(f"ib import: {e}", file=sys.stderr)
     if res["ok"]:
-        print(json.dumps(res))
+        emit(res, args.json)
     return 0 if res["ok"] else 1
 
 

@@ -15,6 +15,19 @@ import sys
 _INLINE = 12
 
 
+def console():
+    """The stderr console every command logs and shows progress on: ``log`` prints one line
+    as it is (no time column, no ``file.py:123`` source marker, no wrapping or padding to the
+    terminal's width), so logs read and grep alike on a terminal and in a file."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def log(self, *objects, **_kw):
+            self.print(*objects, soft_wrap=True, highlight=False)
+
+    return _Console(stderr=True)
+
+
 def json_option(sp, what: str = "the result") -> None:
     """``--json``: print ``what`` as one JSON document (the keys scripts parse) instead of
     text."""
