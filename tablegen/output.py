@@ -55,6 +55,15 @@ def _plain(v) -> bool:
     return v is None or isinstance(v, (bool, int, float, str))
 
 
+def _short(v) -> bool:
+    """A plain value, or a short list of them (printed ``[a, b]``)."""
+    return _plain(v) or (isinstance(v, list) and len(v) <= _INLINE and all(map(_plain, v)))
+
+
+def _inline(v) -> str:
+    return num(v) if _plain(v) else "[" + ", ".join(num(x) for x in v) + "]"
+
+
 def render(doc, indent: int = 0) -> list[str]:
     """The lines of ``doc`` (a JSON-able value) as text: ``key: value`` with the keys of one
     dict aligned, nested dicts and long lists indented below their key."""
@@ -68,8 +77,8 @@ def render(doc, indent: int = 0) -> list[str]:
             head = f"{pad}{str(k):<{width}}"
             if _plain(v):
                 lines.append(f"{head}: {num(v)}")
-            elif isinstance(v, list) and len(v) <= _INLINE and all(_plain(x) for x in v):
-                lines.append(f"{head}: {', '.join(num(x) for x in v) if v else '-'}")
+            elif isinstance(v, list) and len(v) <= _INLINE and all(map(_short, v)):
+                lines.append(f"{head}: {', '.join(map(_inline, v)) if v else '-'}")
             else:
                 lines.append(f"{head}:")
                 lines.extend(render(v, indent + 2))
