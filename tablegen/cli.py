@@ -17,7 +17,7 @@ from pathlib import Path
 from tablegen.errors import BadInput, NotExpressible, TopologyError
 from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE, write_table_set
 from tablegen.exports.outdir import check_out_dir, replaced_dir
-from tablegen.output import emit, json_option, num
+from tablegen.output import emit, json_option
 from tablegen.topology import Topology
 
 #: the positional SPEC of every command that builds a topology
@@ -608,8 +608,8 @@ def add_parsers(sub) -> None:
     sp.add_argument("--formats", default="json,ib,openflow", help="comma-separated subset of "
                     "json (tables + proof), ib (InfiniBand files in DIR/ib), openflow "
                     "(ovs-ofctl flows)")
-    json_option(sp, "one JSON line per routing (out, routing, verified, num_vcs, classes, "
-                "files, skipped)")
+    json_option(sp, "each routing's summary (a line each: out, routing, verified, "
+                "num_vcs, classes, files, skipped)")
     sp.add_argument("--fail", metavar="A:B[,C:D...]", help="tables for the fabric without "
                     "the cables between these switch pairs (ids as in `fabroute topology SPEC "
                     "--json`), still verified")
