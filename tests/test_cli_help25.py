@@ -80,8 +80,6 @@ def _env() -> dict:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    pytest.importorskip("shtab")
-    pytest.importorskip("argparse_manpage")
     prefix = tmp_path_factory.mktemp("prefix")
     r = subprocess.run([*_fabroute(), "completion", "--install", str(prefix)],
                        capture_output=True, text=True, env=_env(), timeout=120)
@@ -104,7 +102,6 @@ def test_bash_completion_sourced(installed):
 
 
 def test_completion_on_stdout(capsys):
-    pytest.importorskip("shtab")
     assert main(["completion", "zsh"]) == 0
     assert "#compdef fabroute" in capsys.readouterr().out
     assert main(["completion"]) == 2
