@@ -215,8 +215,11 @@ def _compiling():
 
     if not compile_pending():
         return contextlib.nullcontext()
-    return console().status("compiling the simulator (first run only, ~40 s; cached "
-                            "after)… then simulating")
+    con, what = console(), "compiling the simulator (first run only, ~40 s; cached after)"
+    if not con.is_terminal:     # a live status shows only on a terminal: a log line instead
+        con.log(f"simulate: {what}…")
+        return contextlib.nullcontext()
+    return con.status(f"{what}… then simulating")
 
 
 def _simulate_text(r: dict) -> list[str]:
