@@ -1,6 +1,7 @@
 # Two entry points for a fresh Debian machine (run as root): `make demo` and `make test`.
 # Both install what is missing first: apt packages, the venv (from Debian's python3, with
-# system site-packages so Debian's mininet imports inside it) and fabroute itself.
+# system site-packages so Debian's mininet imports inside it) and fabroute itself, with its
+# bash/zsh completion and man page under .venv/share (docs/quickstart.md: activation).
 PY      := /usr/bin/python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
@@ -22,6 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv --system-site-packages $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[test]'
+	$(VENV)/bin/fabroute completion --install $(VENV)
 	touch $(STAMP)
 
 demo: $(STAMP) ovs

@@ -112,7 +112,7 @@ def run_case(name: str, keep: bool) -> dict:
         row["export_s"] = round(t, 2)
         row["export_cmd"] = "fabroute " + " ".join(cmd[3:])
         row["files_mib"] = round(sum(f.stat().st_size for f in d.iterdir()) / 2**20, 1)
-        cmd = FABROUTE + ["ib", "apply", str(d)]
+        cmd = FABROUTE + ["ib", "apply", str(d), "--json"]
         timecmd = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []
         t, res = _timed(timecmd + cmd)
         rep = json.loads(res.stdout) if res.stdout.strip().startswith("{") else {}

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tablegen.errors import BadInput
+from tablegen.output import emit, json_option
 from tablegen.limits import (
     DRAIN_S,
     drain_option,
@@ -47,20 +48,23 @@ def add_parsers(sub) -> None:
 
     sp = sub.add_parser("load", help="apply a new table directory to a running controller "
                         "(--control SOCKET) as a live, consistent update; prints its report")
-    sp.add_argument("socket", metavar="SOCKET")
-    sp.add_argument("dir", metavar="NEWDIR", nargs="?")
+    sp.add_argument("socket", metavar="SOCKET", help="the controller's --control socket")
+    sp.add_argument("dir", metavar="NEWDIR", nargs="?", help="the table directory to go to "
+                    "(`fabroute tables` or `fabroute expand --out`)")
     sp.add_argument("--resume", action="store_true", help="a DSN-F p -> p+1 update holds "
                     "(no host injects) until the cables are moved: go on with it")
-    sp.add_argument("--json", action="store_true")
+    json_option(sp, "the update's report")
     sp.set_defaults(func=cmd_load)
 
     sp = sub.add_parser("pki", help="certificates for OpenFlow over TLS: a CA and the "
                         "controller's (made once), and a switch certificate carrying the "
                         "datapath ids it may claim")
-    sp.add_argument("dir")
+    sp.add_argument("dir", help="PKI directory: the CA and controller certificates are made "
+                    "there once, the switch certificate each time")
     sp.add_argument("--dpids", required=True, help="datapath ids, e.g. 1-50 or 1,7,9-12")
     sp.add_argument("--name", default="switches", help="file name of the switch certificate "
                     "(NAME.pem, NAME.key)")
+    json_option(sp, "the files written")
     sp.set_defaults(func=cmd_pki)
 
 
@@ -155,5 +159,5 @@ def cmd_load(args) -> int:
 def cmd_pki(args) -> int:
     from controller.tls import make_pki, parse_dpids
 
-    print(json.dumps(make_pki(Path(args.dir), parse_dpids(args.dpids), args.name)))
+    emit(make_pki(Path(args.dir), parse_dpids(args.dpids), args.name), args.json)
     return 0

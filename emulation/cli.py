@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 from controller.cli import adaptive_args, adaptive_of
-from tablegen.cli import console, force_option, routing_args, topology_of, verified_tables
+from tablegen.cli import (
+    SPEC_HELP,
+    console,
+    force_option,
+    routing_args,
+    topology_of,
+    verified_tables,
+)
 from tablegen.errors import BadInput, RunFailed
 from tablegen.limits import (
     duration_option,
@@ -21,6 +28,7 @@ from tablegen.limits import (
     switches_option,
     timeout_option,
 )
+from tablegen.output import emit
 
 #: links of a loaded emulation when --link-mbit is not given (docs/emulation.md: the shaped
 #: links, not the userspace datapath, are then the bottleneck on this machine's fabrics)
@@ -30,9 +38,10 @@ DEFAULT_LINK_MBIT = 1.0
 def add_parsers(sub) -> None:
     sp = sub.add_parser("emulate", help="Mininet + Open vSwitch: install the tables with the "
                         "controller, probe every host pair, prove sampled paths and VCs")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     routing_args(sp)
-    sp.add_argument("--check", choices=("all-pairs", "sample"), default="all-pairs")
+    sp.add_argument("--check", choices=("all-pairs", "sample"), default="all-pairs",
+                    help="probe every host pair, or only the --samples pairs")
     sp.add_argument("--samples", type=samples_option, default=12, help="host pairs whose exact path and "
                     "VCs are proven (Valiant: 2 intermediates each)")
     sp.add_argument("--hosts-per-switch", type=hosts_option, help="attach fewer hosts than the topology "
@@ -41,6 +50,9 @@ def add_parsers(sub) -> None:
                     "until Ctrl-C")
     sp.add_argument("--tls", action="store_true", help="OpenFlow over TLS with mutual "
                     "certificates made for this run")
+    sp.add_argument("--json", action="store_true", help="print the report as JSON (for "
+                    "scripts) instead of text; with --traffic or a live update, no progress "
+                    "log")
     g = sp.add_argument_group("load (instead of the all-pairs probes)")
     g.add_argument("--traffic", action="append", metavar="PATTERN", help="run traffic: "
                    "uniform, worst-case (Dragonfly), adversarial (Slim Fly), ... (simulator "
@@ -50,7 +62,6 @@ def add_parsers(sub) -> None:
                    "fraction of the link capacity (default 0.5)")
     g.add_argument("--duration", type=duration_option, default=10.0,
                    help="seconds of each traffic phase (default 10)")
-    g.add_argument("--json", action="store_true", help="print only the JSON report")
     g = sp.add_argument_group("live updates under a probe stream (instead of the probes)")
     g.add_argument("--expand", type=switches_option, metavar="N", help="DSN-F: grow the running fabric "
                    "by N switches (the controller applies the grown tables live, then the new "
@@ -74,12 +85,14 @@ def add_ib_parsers(ib) -> None:
     sp = ib.add_parser("apply", help="run ibsim + OpenSM (engine 'fabroute': our LFTs, SL2VL "
                        "and path SLs) on the files in DIR or DIR/ib, read LFTs, SL2VL tables and "
                        "PathRecord SLs back, compare (exit 1 on any mismatch)")
-    sp.add_argument("dir")
+    sp.add_argument("dir", help="an `ib export` directory, or a `tables` one (its ib/)")
     sp.add_argument("--keep-logs", action="store_true",
                     help="keep the scratch directory (ibsim/OpenSM logs) and name it")
     sp.add_argument("--max-paths", type=paths_option, default=200_000,
                     help="PathRecords to read back before sampling deterministically "
                          "(0 = all; default 200000)")
+    sp.add_argument("--json", action="store_true", help="print the report as JSON (for "
+                    "scripts) instead of text")
     sp.set_defaults(func=cmd_ib_apply)
 
     from emulation.ibsim.update import add_ib_update_parser   # ib update (live growth / failures)
@@ -95,7 +108,7 @@ def _add_ib_compare_parser(ib) -> None:
     sp = ib.add_parser("compare", help="OpenSM's routing engines and fabroute's routings on the "
                        "ibsim fabric of SPEC: each read back, verified under IB (deadlock "
                        "freedom), its hops and throughput bounds measured")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     sp.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help="OpenSM engines, "
                     f"comma-separated, of {','.join(OPENSM_ENGINES)} (default "
                     f"{','.join(DEFAULT_ENGINES)}; '' for none)").empty_ok = True
@@ -162,7 +175,8 @@ def cmd_emulate(args) -> int:
     try:
         report = run(ts, check=args.check, samples=args.samples,
                      hosts_per_switch=args.hosts_per_switch, keep=args.keep, tls=args.tls,
-                     log=con.log, on_report=lambda r: print(json.dumps(r), flush=True))
+                     log=con.log, on_report=lambda r: (emit(r, args.json),
+                                                       sys.stdout.flush()))
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
@@ -195,7 +209,7 @@ def _emulate_live(ts, args, fail, con) -> int:
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=1 if args.json else None))
+    emit(rep, args.json, indent=1)
     return 0 if rep["ok"] else 1
 
 
@@ -211,7 +225,7 @@ def _emulate_load(ts, args, con) -> int:
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=1 if args.json else None))
+    emit(rep, args.json, indent=1)
     return 0 if rep["ok"] else 1
 
 
@@ -223,10 +237,10 @@ def cmd_ib_apply(args) -> int:
     except BadInput as e:
         raise BadInput(f"ib apply: {e}") from None
     except RunFailed as e:
-        print(json.dumps(dict(e.report, error=str(e), ok=False), indent=1))
+        emit(dict(e.report, error=str(e), ok=False), args.json, indent=1)
         print(f"ib apply: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=1))
+    emit(rep, args.json, indent=1)
     return 0 if rep["ok"] else 1
 
 

@@ -1,6 +1,9 @@
 """The ``fabroute`` command: each package adds its own sub-commands (``add_parsers``), this
 module assembles them and maps every error to its exit code in one place
-(:mod:`tablegen.errors`: 0 success, 1 failed verification or a failed run, 2 bad input)."""
+(:mod:`tablegen.errors`: 0 success, 1 failed verification or a failed run, 2 bad input).
+
+A reader that closes stdout early (``fabroute … | head``) ends the command quietly with exit
+0: what was asked for was printed as far as the reader wanted it (:func:`main`)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import signal
 import sys
 import threading
 
-from tablegen.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, FabrouteError
+from tablegen.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput, FabrouteError
 from tablegen.numba_cache import use_writable_cache
 
 
@@ -29,7 +32,7 @@ try:
     use_writable_cache()
     from controller import cli as controller_cli
     from emulation import cli as emulation_cli
-    from fabroute import demo
+    from fabroute import demo, shell
     from simulator import cli as simulator_cli
     from tablegen import cli as tablegen_cli
     from tablegen import ib_cli as tablegen_ib_cli
@@ -39,7 +42,13 @@ finally:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with fabroute's bad-input convention; sub-parsers are made of this class."""
+    """Every fabroute parser (sub-commands are made of the same class): defaults shown in
+    ``--help``, a usage error or an empty value is one line and exit 2."""
+
+    def __init__(self, *a, **k):
+        k.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*a, **k)
+        self.register("action", "parsers", _SubParsers)
 
     def error(self, message):  # one line, exit 2, as every other bad input
         print(f"{self.prog}: {message}", file=sys.stderr)
@@ -57,10 +66,59 @@ class _Parser(argparse.ArgumentParser):
         return super()._get_values(action, arg_strings)
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """``--help`` with each option's default: ``(default: X)`` appended where the help text
+    does not already name it (argparse's ArgumentDefaultsHelpFormatter, without its
+    ``default: None`` and ``default: False`` noise)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" in text or "%(default)" in text or action.default in (None, False, [])
+                or action.default is argparse.SUPPRESS or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _SubParsers(argparse._SubParsersAction):
+    """A sub-command's one-line ``help`` (the list in ``fabroute --help``) is also the
+    description its own ``--help`` starts with."""
+
+    def add_parser(self, name, **k):
+        if "help" in k:
+            k.setdefault("description", k["help"])
+        return super().add_parser(name, **k)
+
+
+def version() -> str:
+    """fabroute's version, from the installed package's metadata."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("fabroute")
+    except PackageNotFoundError:     # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _Version(argparse.Action):
+    """``--version``: the metadata is read only when asked for (start-up time)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print fabroute's version and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"fabroute {version()}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="fabroute", description="Routing tables, virtual channels and deadlock "
-                "proofs for Slim Fly, Dragonfly and DSN-F fabrics.")
-    sub = p.add_subparsers(dest="command", required=True)
+                "proofs for Slim Fly, Dragonfly and DSN-F fabrics.",
+                epilog="Each command's options: fabroute COMMAND --help; the first hour: "
+                "docs/quickstart.md; `man fabroute` once installed (make install).")
+    p.add_argument("--version", action=_Version)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     tablegen_cli.add_parsers(sub)       # topology tables verify path analyze expand compare
     simulator_cli.add_throughput_bound(sub.choices["analyze"])
     demo.add_parser(sub)
@@ -72,14 +130,57 @@ def parser() -> argparse.ArgumentParser:
     tablegen_ib_cli.add_ib_parsers(ib_sub)  # ib export import
     emulation_cli.add_ib_parsers(ib_sub)    # ib apply update compare
     simulator_cli.add_parsers(sub)      # simulate sweep
+    _add_completion(sub)
     return p
+
+
+def _add_completion(sub) -> None:
+    sp = sub.add_parser("completion", help="shell completion script (bash, zsh) on stdout; "
+                        "with --install, the scripts and the man page under a prefix")
+    sp.add_argument("shell", nargs="?", choices=shell.SHELLS, help="the shell to print the "
+                    "script for (bash: `source <(fabroute completion bash)`)")
+    sp.add_argument("--install", metavar="PREFIX", help="write "
+                    + ", ".join(f"PREFIX/{f}" for f in shell.FILES.values())
+                    + " (make install: the venv; `man fabroute` then works with it activated)")
+    sp.set_defaults(func=_cmd_completion)
+
+
+def _cmd_completion(args) -> int:
+    from pathlib import Path
+
+    if (args.shell is None) == (args.install is None):
+        raise BadInput("completion: give a SHELL or --install PREFIX; expected one of them")
+    if args.install is not None:
+        for kind, path in shell.install(parser(), version(), Path(args.install)).items():
+            print(f"{kind}: {path}")
+    else:
+        sys.stdout.write(shell.completion(parser(), args.shell))
+    return 0
 
 
 def _interrupt(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _quiet_broken_pipe() -> int:
+    """stdout's reader has gone (``| head``): point stdout at /dev/null, so that the flush at
+    exit does not raise again, and end with 0 — the reader took what it wanted."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()      # here, not at exit, where a closed pipe could not be caught
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def _main(argv: list[str] | None) -> int:
     # SIGTERM unwinds like Ctrl-C, so that half-built output directories are removed and
     # forked workers stopped (a command that serves, like the controller, sets its own)
     old = (signal.signal(signal.SIGTERM, _interrupt)
@@ -87,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         return args.func(args)
+    except BrokenPipeError:     # before any handler of OSError: not a bad path
+        return _quiet_broken_pipe()
     except (FabrouteError, KeyError) as e:
         msg = e.args[0] if e.args else str(e)
         print(f"fabroute: {msg}", file=sys.stderr)

@@ -19,6 +19,7 @@ import sys
 
 from simulator.config import ROUTINGS, SimConfig, load_experiment
 from tablegen.errors import BadInput
+from tablegen.output import emit, json_option, num
 from tablegen.limits import (MAX_JOBS, MAX_POINTS, MAX_VCS, SEED_BOUND, jobs_option,
                              number_option, seed_option, vcs_option)
 from tablegen.routing.names import option, simulator_routing
@@ -26,31 +27,46 @@ from tablegen.routing.names import option, simulator_routing
 _ROUTING = option(simulator_routing)
 
 
+def _traffic_help(extra: str = "") -> str:
+    from simulator.traffic import TRAFFICS
+
+    return (f"traffic pattern: {', '.join(TRAFFICS)}; parameters as NAME:KEY=V "
+            f"(adversarial:A=2,B=11){extra}")
+
+
+#: --routing's help: the names are listed, one line each, by `fabroute routings`
+ROUTING_HELP = "routing name (see `fabroute routings`; e.g. min, val-3h, ugal-l, par-3h)"
+
+
 def add_parsers(subparsers) -> None:
-    p = subparsers.add_parser("simulate", help="flit-level simulation of one load point (JSON)")
-    p.add_argument("spec", help="topology SPEC, e.g. dragonfly:p=2,a=4,h=2, or a proven "
-                   "table directory (fabroute tables / ib import: its tables; --routing unused)")
-    p.add_argument("--routing", "-r", default="min", type=_ROUTING, metavar="ROUTING",
-                   help="see `fabroute routings` (default min; --routing unused with a DIR)")
-    p.add_argument("--traffic", "-t", default="uniform")
-    p.add_argument("--load", "-l", type=number_option, required=True)
+    p = subparsers.add_parser("simulate", help="flit-level simulation of one load point")
+    p.add_argument("spec", metavar="SPEC|DIR", help="topology SPEC, e.g. "
+                   "dragonfly:p=2,a=4,h=2, or a proven table directory (fabroute tables / ib "
+                   "import: its tables; --routing unused)")
+    p.add_argument("--routing", "-r", default="min", type=_ROUTING,
+                   metavar="ROUTING", help=ROUTING_HELP)
+    p.add_argument("--traffic", "-t", default="uniform", help=_traffic_help())
+    p.add_argument("--load", "-l", type=number_option, required=True, help="offered load, "
+                   "flits per cycle per host, 0 < LOAD <= 1")
     p.add_argument("--config", "-c", help="TOML/JSON file of SimConfig keys")
     p.add_argument("--seed", "-s", type=seed_option, default=1, help="0 <= SEED < 2**32")
     p.add_argument("--vcs", type=vcs_option, help="force the number of VCs of the tables, "
                    f"1..{MAX_VCS}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one SimConfig key (repeatable)")
+    json_option(p, "the whole result (every counter, the config)")
     p.set_defaults(func=cmd_simulate)
 
     s = subparsers.add_parser("sweep", help="latency vs offered load for several routings")
     s.add_argument("spec", nargs="?", help="topology SPEC (or --experiment)")
     s.add_argument("--experiment", "-e", help="experiment file (simulator/experiments/*.toml)")
-    s.add_argument("--routing", "-r", nargs="+",
+    s.add_argument("--routing", "-r", nargs="+", metavar="ROUTING",
                    help="routings (see `fabroute routings`), or ROUTING@SPEC")
-    s.add_argument("--traffic", "-t")
+    s.add_argument("--traffic", "-t", help=_traffic_help(" (default: the experiment's, "
+                                                          "else uniform)"))
     s.add_argument("--loads", help="comma-separated offered loads, e.g. 0.1,0.2,0.3 (at most "
                    f"{MAX_POINTS:,} points, routings × loads)")
-    s.add_argument("--config", "-c")
+    s.add_argument("--config", "-c", help="TOML/JSON file of SimConfig keys")
     s.add_argument("--seed", "-s", type=seed_option, help="0 <= SEED < 2**32")
     s.add_argument("--workers", "-j", type=jobs_option, help=f"local worker processes, "
                    f"1..{MAX_JOBS} (default: one per CPU; 1: in this process)")
@@ -60,8 +76,10 @@ def add_parsers(subparsers) -> None:
                    "re-run reuses its points (default: OUT.points.jsonl)")
     s.add_argument("--out", "-o", help="output path without suffix (.json and .png)")
     s.add_argument("--vcs", type=vcs_option, help=f"1..{MAX_VCS}")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one SimConfig key (repeatable)")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    json_option(s, "the summary (out, store, reused, computed, failed, points)")
     s.set_defaults(func=cmd_sweep)
 
     g = subparsers.add_parser("growth", help="DSN-F grown in steps: saturation and latency "
@@ -71,15 +89,16 @@ def add_parsers(subparsers) -> None:
     g.add_argument("--workers", "-j", type=jobs_option, help=f"processes, 1..{MAX_JOBS}")
     g.add_argument("--out", "-o", help="output path without suffix (.json and .png)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    json_option(g, "the results per size and routing")
     g.set_defaults(func=cmd_growth)
 
 
 def add_bound_args(parser) -> None:
     """``--routing`` / ``--traffic`` / ``--seed`` / ``--class`` for a throughput-bound
     command (the topology SPEC is the caller's positional argument)."""
-    parser.add_argument("--routing", "-r", default="min", type=_ROUTING, metavar="ROUTING",
-                        help="see `fabroute routings` (default min)")
-    parser.add_argument("--traffic", "-t", default="uniform")
+    parser.add_argument("--routing", "-r", default="min", type=_ROUTING,
+                        metavar="ROUTING", help=ROUTING_HELP)
+    parser.add_argument("--traffic", "-t", default="uniform", help=_traffic_help())
     parser.add_argument("--seed", "-s", type=seed_option, default=1, help="0 <= SEED < 2**32")
     parser.add_argument("--class", dest="cls", help="bound only this path class")
 
@@ -199,10 +218,46 @@ def cmd_simulate(args) -> int:
         raise BadInput(f"simulate: {e}") from None
     if over:
         cfg = cfg.replace(**over)
-    r = simulate(ts, cfg, args.traffic, args.load, args.seed)
-    json.dump(r, sys.stdout, indent=1)
-    print()
+    with _compiling():
+        r = simulate(ts, cfg, args.traffic, args.load, args.seed)
+    emit(r, args.json, _simulate_text, indent=1)
     return 1 if r["deadlock"] or r["status"] != "ok" else 0
+
+
+def _compiling():
+    """A status line on stderr while the simulator is compiled (Numba's cache is cold: first
+    run, or the sources changed; :func:`simulator.run.compile_pending`), else nothing."""
+    import contextlib
+
+    from simulator.run import compile_pending
+    from tablegen.output import console
+
+    if not compile_pending():
+        return contextlib.nullcontext()
+    con, what = console(), "compiling the simulator (first run only, ~40 s; cached after)"
+    if not con.is_terminal:     # a live status shows only on a terminal: a log line instead
+        con.log(f"simulate: {what}…")
+        return contextlib.nullcontext()
+    return con.status(f"{what}… then simulating")
+
+
+def _simulate_text(r: dict) -> list[str]:
+    """The measures of one simulated point people read first (``--json``: every one)."""
+    lat = lambda k: num(r.get(k)) if r.get(k) is not None else "-"   # noqa: E731
+    util = r.get("channel_util") or {}
+    return [f"{r.get('topology')}, {r.get('routing')}, {r.get('traffic')} at load "
+            f"{num(r.get('offered'))}: {r.get('status')}"
+            + (" (SATURATED)" if r.get("saturated") else "")
+            + (" (DEADLOCK)" if r.get("deadlock") else ""),
+            f"  accepted     {num(r.get('accepted'))} flits/cycle/host (offered "
+            f"{num(r.get('offered_measured'))})",
+            f"  latency      avg {lat('latency_avg')}, p50 {lat('latency_p50')}, p99 "
+            f"{lat('latency_p99')}, max {lat('latency_max')} cycles",
+            f"  hops         avg {lat('hops_avg')}; non-minimal share "
+            f"{lat('nonmin_share')}",
+            f"  channels     utilisation avg {num(util.get('avg'))}, max "
+            f"{num(util.get('max'))}",
+            f"  cycles       {num(r.get('cycles'))}  (--json: every counter and the config)"]
 
 
 def _int_in(name: str, v, lo: int, hi: int) -> int:
@@ -331,6 +386,13 @@ def cmd_sweep(args) -> int:
     _check_outputs(out, args.store)
     common = dict(seed=seed, workers=workers, out=out, title=exp.get("figure"),
                   progress=not args.quiet, vcs=args.vcs, scheduler=scheduler, store=args.store)
+    from simulator.run import compile_pending
+
+    if not args.quiet and compile_pending():    # the bar stays at 0 meanwhile
+        from tablegen.output import console
+
+        console().log("sweep: compiling the simulator first (first run only, ~40 s; cached "
+                      "after)")
     if vary:
         res = sweep_values(spec, routings, traffic, loads, vary[0], vary[1], vary[2], cfg,
                            **common)
@@ -342,10 +404,9 @@ def cmd_sweep(args) -> int:
                 "latency_avg": p["latency_avg"] and round(p["latency_avg"], 2),
                 "saturated": p["saturated"]} for p in res["points"]]
     run = res["run"]
-    json.dump({"out": str(out) if out else None, "store": run["store"],
-               "reused": run["reused"], "computed": run["computed"], "failed": res["failed"],
-               "points": summary}, sys.stdout, indent=1)
-    print()
+    emit({"out": str(out) if out else None, "store": run["store"],
+          "reused": run["reused"], "computed": run["computed"], "failed": res["failed"],
+          "points": summary}, args.json, _sweep_text, indent=1)
     print(f"sweep: {len(res['points']) + len(res['failed'])} points: {run['reused']} reused"
           f"{' from ' + run['store'] if run['store'] else ''}, {run['computed']} computed, "
           f"{len(res['failed'])} failed", file=sys.stderr)
@@ -354,6 +415,23 @@ def cmd_sweep(args) -> int:
         print(f"sweep: failed: {f['routing']} on {f['spec']}{at}, {f['traffic']} at load "
               f"{f['load']:g}, seed {f['seed']}: {f['error']}", file=sys.stderr)
     return 1 if res["failed"] else 0
+
+
+def _sweep_text(doc: dict) -> list[str]:
+    """The sweep's points as a table: one row per routing and offered load."""
+    pts = doc["points"]
+    extra = [k for k in (pts[0] if pts else {}) if k not in (
+        "routing", "offered", "accepted", "latency_avg", "saturated")]
+    width = max([len("routing")] + [len(p["routing"]) for p in pts])
+    head = f"{'routing':<{width}} " + "".join(f"{k:>10} " for k in extra)
+    lines = [head + f"{'offered':>8} {'accepted':>9} {'latency':>9}  saturated"]
+    for p in pts:
+        lines.append(f"{p['routing']:<{width}} " + "".join(f"{num(p[k]):>10} " for k in extra)
+                     + f"{num(p['offered']):>8} {num(p['accepted']):>9} "
+                     f"{num(p['latency_avg']):>9}  {num(p['saturated'])}")
+    if doc["out"]:
+        lines.append(f"wrote {doc['out']}.json and {doc['out']}.png")
+    return lines
 
 
 def cmd_growth(args) -> int:
@@ -373,8 +451,7 @@ def cmd_growth(args) -> int:
     summary = [{k: x[k] for k in ("n", "p", "routing", "bound", "saturation", "first_saturated",
                                   "accepted_at_saturation", "latency")}
                for x in res["results"]]
-    json.dump({"out": str(out) if out else None, "results": summary}, sys.stdout, indent=1)
-    print()
+    emit({"out": str(out) if out else None, "results": summary}, args.json, indent=1)
     return 0
 
 

@@ -19,6 +19,22 @@ from simulator.traffic import pattern
 from tablegen.routing.imported import IMPORTED
 
 
+#: cycles per call into the compiled engine: between calls Python runs its signal handlers,
+#: so Ctrl-C and SIGTERM end a long point within a fraction of a second (compiled code does
+#: not look at signals); a call costs ~10 µs of set-up, nothing next to 2,000 cycles
+CHUNK_CYCLES = 2_000
+
+
+def compile_pending() -> bool:
+    """True when the engine's compiled code is not in Numba's cache (first run, or the
+    sources changed since): the first point will spend ~40 s compiling.  Reads Numba's cache
+    index the way Numba does (its source stamp); when that cannot be read, True."""
+    try:
+        return not E.run_cycles._cache._cache_file._load_index()
+    except Exception:       # a Numba without this layout: say it may compile
+        return True
+
+
 def tables_for(topo, routing: str, vcs: int | None = None):
     """``(TableSet, config overrides)`` for a simulator routing name (:data:`ROUTINGS`)."""
     from tablegen.routing.build import build_tables
@@ -132,6 +148,17 @@ class _State:
                         pk.onpath_t, pk.group, pk.adj, pk.exit_port, pk.vc_inc, pk.num_vcs)
 
     def run(self, t, t_end, drain, prate, lo, hi):
+        """Cycles ``t .. t_end - 1`` (with ``drain``: until drained), as
+        :func:`engine.run_cycles`, in calls of at most :data:`CHUNK_CYCLES` cycles; the
+        state lives in the arrays, so the chunks run exactly the cycles one call would."""
+        while True:
+            stop = min(t_end, t + CHUNK_CYCLES)
+            status, t2 = self._run(t, stop, drain, prate, lo, hi)
+            if status != E.ST_OK or t2 < stop or stop == t_end:    # stopped, drained, done
+                return status, t2
+            t = t2
+
+    def _run(self, t, t_end, drain, prate, lo, hi):
         s, p = self, self.pk
         return E.run_cycles(
             t, t_end, drain, prate, s.prm, s.st, s.pk_args, p.cls_nonmin, p.cls_inter,

@@ -161,6 +161,7 @@ class Store:
     def __init__(self, path):
         self.path = Path(path)
         self._fd: int | None = None
+        self._new = False
         if self.path.exists() and not self.path.is_file():
             raise BadInput(f"sweep: store {str(self.path)!r:.80} is not a regular file; "
                            "expected a .jsonl results store (or a path to create one)")
@@ -214,6 +215,7 @@ class Store:
             os.ftruncate(fd, keep)
             os.fsync(fd)
         self._fd = fd
+        self._new = new
         if new:
             _fsync_dir(self.path.parent)
         return self
@@ -234,7 +236,12 @@ class Store:
     def __enter__(self):
         return self.open()
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *_):
+        # a sweep interrupted before its first point leaves no empty store it made behind
+        # (while the lock is held: no other sweep can have written it meanwhile)
+        if (exc_type is not None and self._fd is not None and self._new
+                and os.fstat(self._fd).st_size == 0):
+            self.path.unlink(missing_ok=True)
         self.close()
 
 

@@ -17,14 +17,20 @@ from pathlib import Path
 from tablegen.errors import BadInput, TopologyError
 from tablegen.exports.files import write_table_set
 from tablegen.exports.outdir import check_out_dir, replaced_dir
+from tablegen.output import emit, json_option
 from tablegen.topology import Topology
 from tablegen.verify_cli import print_failure
 
+#: the positional SPEC of every command that builds a topology
+SPEC_HELP = ("topology SPEC kind:key=value,...: slimfly:q=5, dragonfly:p=2,a=4,h=2, "
+             "dsnf:n=64, torus:x=4,y=4, ... (README, 'Topologies')")
+
 
 def console():
-    from rich.console import Console
+    """The stderr console for logs and progress (:func:`tablegen.output.console`)."""
+    from tablegen.output import console as stderr_console
 
-    return Console(stderr=True)
+    return stderr_console()
 
 
 def topology_of(spec: str, fail: str | None = None) -> Topology:
@@ -92,13 +98,8 @@ def cmd_analyze(args) -> int:
     from tablegen.analysis.layout import analyze
 
     topo = topology_of(args.spec)
-    a = analyze(topo)
-    a["topology"] = topo.name()
-    if args.json:
-        print(json.dumps(a, indent=1))
-    else:
-        for k, v in a.items():
-            print(f"{k:>12}: {v}")
+    a = dict(topology=topo.name(), **analyze(topo))
+    emit(a, args.json, indent=1)
     return 0
 
 
@@ -226,21 +227,31 @@ def cmd_tables(args) -> int:
                            f" into {res['out']}")
             status = 1
         else:
-            con.log(f"{res['routing']}: {res['files']} files written into {res['out']} "
-                        f"(tables + verify {res['seconds']['tables_and_verify']:.2f} s, "
-                        f"export {res['seconds']['export']:.2f} s)")
             for fmt, why in res["skipped"].items():
                 print(f"tables: {res['routing']}: {fmt} export skipped: {why}",
                       file=sys.stderr)
-        print(json.dumps({k: v for k, v in res.items() if k not in ("errors", "seconds")}),
-              flush=True)
+        doc = {k: v for k, v in res.items() if k not in ("errors", "seconds")}
+        emit(doc, args.json, lambda d: [_tables_line(d, res.get("seconds"))])
+        sys.stdout.flush()
 
     # a log line, not a live status: its refresh thread must not be running at a fork
-    con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats} "
-                f"({jobs} worker{'s' * (jobs > 1)})…")
+    con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats}"
+            + (f" ({jobs} workers)" if len(routings) > 1 and jobs > 1 else "") + "…")
     write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
                    vcs=args.vcs, jobs=jobs, done=done, force=args.force)
     return status
+
+
+def _tables_line(d: dict, seconds: dict | None) -> str:
+    """One routing of ``fabroute tables`` as a line of text."""
+    if not d["verified"]:
+        return f"{d['routing']}: FAILED verification; nothing written into {d['out']}"
+    hops = ", ".join(f"{n} ≤{c['max_hops']} hops" for n, c in d["classes"].items())
+    took = (f" in {seconds['tables_and_verify'] + seconds['export']:.1f} s"
+            if seconds else "")
+    skipped = f"; skipped: {', '.join(d['skipped'])}" if d["skipped"] else ""
+    return (f"{d['routing']}: verified ({hops}; {d['num_vcs']} VCs), {d['files']} files "
+            f"-> {d['out']}{took}{skipped}")
 
 
 def cmd_verify(args) -> int:
@@ -478,6 +489,9 @@ def cmd_compare(args) -> int:
     check_out_dir(args.out, kind="compare", force=args.force)
     with replaced_dir(Path(args.out), kind="compare", force=args.force) as tmp:
         res = run(sizes, tmp, expand)
+    if args.json:
+        print(json.dumps(res))
+        return 0
     for f, rows in res["families"].items():
         print(f"{f:6} " + "  ".join(f"n={r['n']}: D={r['diameter']} ASPL={r['aspl']:.2f} "
                                     f"cable={r['cable_m']:.2f}m" for r in rows))
@@ -540,16 +554,22 @@ def add_parsers(sub) -> None:
 
     sp = sub.add_parser("topology", help="build a topology and print it", epilog=GRAMMAR,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    sp.add_argument("spec", metavar="SPEC|DIR")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("spec", metavar="SPEC|DIR", help=SPEC_HELP + "; or a table directory "
+                    "(its topology)")
+    json_option(sp, "the whole topology (switches, hosts, links, ports)")
     sp.set_defaults(func=cmd_topology)
 
     sp = sub.add_parser("tables", help="compute, verify and export the tables")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     routing_args(sp, several=True)
-    sp.add_argument("--out", required=True)
+    sp.add_argument("--out", required=True, metavar="DIR", help="directory to write (one "
+                    "routing: the table set; several: DIR/ROUTING each, and routings.json)")
+    sp.add_argument("--formats", default="json,ib,openflow", help="comma-separated subset of "
+                    "json (tables + proof), ib (InfiniBand files in DIR/ib), openflow "
+                    "(ovs-ofctl flows)")
     force_option(sp)
-    sp.add_argument("--formats", default="json,ib,openflow")
+    json_option(sp, "each routing's summary (a line each: out, routing, verified, "
+                "num_vcs, classes, files, skipped)")
     sp.add_argument("--fail", metavar="A:B[,C:D...]", help="tables for the fabric without "
                     "the cables between these switch pairs (ids as in `fabroute topology SPEC "
                     "--json`), still verified")
@@ -563,7 +583,8 @@ def add_parsers(sub) -> None:
                         "path through lfts.dump, sl2vl.dump and path-sl.txt, the CDG per VL, "
                         "agreement with the tables), else layers and SLs computed from them "
                         "(a routing InfiniBand cannot express is reported, not failed)")
-    sp.add_argument("dir")
+    sp.add_argument("dir", help="a table directory written by `fabroute tables` (one "
+                    "routing), `ib export` or `ib import`")
     sp.add_argument("--lmc", type=lmc_option, help="InfiniBand LMC (0..7) when DIR holds no "
                     "IB files (default 0; with IB files only theirs is accepted)")
     sp.add_argument("--seed", type=seed_option, help="seed of the Valiant layers' targets "
@@ -572,26 +593,28 @@ def add_parsers(sub) -> None:
     sp.add_argument("--walk-ib-files", action="store_true", help="also walk every (HCA, "
                     "LID) packet through the InfiniBand files themselves (done anyway when a "
                     "file differs from what the proven tables give; slow on big fabrics)")
-    sp.add_argument("--json", action="store_true")
+    json_option(sp, "the proof report")
     sp.set_defaults(func=cmd_verify)
 
     sp = sub.add_parser("path", help="the path, ports and VCs a packet takes")
-    sp.add_argument("spec", metavar="SPEC|DIR", help="a topology SPEC (`fabroute topology "
-                    "--help`) with --routing, or a proven table directory (its tables)")
+    sp.add_argument("spec", metavar="SPEC|DIR", help=SPEC_HELP + ", with --routing; or a "
+                    "proven table directory (its tables)")
     routing_args(sp, required=False)
-    sp.add_argument("--src", type=switch_option, required=True)
-    sp.add_argument("--dst", type=switch_option, required=True)
+    sp.add_argument("--src", type=switch_option, required=True, help="source switch id, "
+                    "0 <= SRC < switches (ids as in `fabroute topology SPEC --json`)")
+    sp.add_argument("--dst", type=switch_option, required=True, help="destination switch id")
     sp.add_argument("--via", type=switch_option, help="intermediate switch of a Valiant "
                     "class (group-level VAL: the group of this switch)")
     sp.add_argument("--class", dest="cls", help="path class of a UGAL-L routing (min or the "
                     "non-minimal one; default the non-minimal)")
-    sp.add_argument("--json", action="store_true")
+    json_option(sp, "the path (switches, ports, vcs, labels, class, via)")
     sp.set_defaults(func=cmd_path)
 
     sp = sub.add_parser("analyze", help="diameter, ASPL, degrees, cable lengths; with "
                         "--throughput-bound the saturation bound of a routing under a traffic")
-    sp.add_argument("spec", metavar="SPEC|DIR")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("spec", metavar="SPEC|DIR", help=SPEC_HELP + "; or a table directory "
+                    "(its topology, or with --throughput-bound its proven tables)")
+    json_option(sp, "the metrics")
     sp.set_defaults(func=cmd_analyze)
 
     sp = sub.add_parser("expand", help="DSN-F expansion: the grown tables, cables and the "
@@ -608,14 +631,15 @@ def add_parsers(sub) -> None:
     sp.add_argument("--out", metavar="NEWDIR", help="write the grown, verified table set here "
                     "with update.json (the diff and the order to apply it)")
     force_option(sp)
-    sp.add_argument("--json", action="store_true")
+    json_option(sp, "the diff")
     sp.set_defaults(func=cmd_expand)
 
     sp = sub.add_parser("diff", help="entries, VCs and cables that change between two table "
                         "sets of one fabric, and the order that applies them consistently")
-    sp.add_argument("dir_a", metavar="DIR_A")
-    sp.add_argument("dir_b", metavar="DIR_B")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("dir_a", metavar="DIR_A", help="the table set running now (a `fabroute "
+                    "tables` directory)")
+    sp.add_argument("dir_b", metavar="DIR_B", help="the table set to go to")
+    json_option(sp, "the diff")
     sp.set_defaults(func=cmd_diff)
 
     sp = sub.add_parser("routings", help="every routing name once: what it is, the "
@@ -624,9 +648,12 @@ def add_parsers(sub) -> None:
     sp.set_defaults(func=cmd_routings)
 
     sp = sub.add_parser("compare", help="DSN-F vs torus, DSN-x, DLN-4: JSON + PNG")
-    sp.add_argument("--sizes", default="128,256,512,1024,2048,4096")
+    sp.add_argument("--sizes", default="128,256,512,1024,2048,4096", help="comma-separated "
+                    "switch counts to compare the families at")
     sp.add_argument("--expansion", help="START,STOP,STEP: grow DSN-F (paper Fig. 4: "
                     "1024,2048,64)")
-    sp.add_argument("--out", default="out/compare")
+    sp.add_argument("--out", default="out/compare", metavar="DIR", help="directory for "
+                    "compare.json and compare.png")
     force_option(sp)
+    json_option(sp, "the comparison (compare.json's document)")
     sp.set_defaults(func=cmd_compare)

@@ -5,14 +5,21 @@ set).  :func:`add_ib_parsers` adds them; exit codes: :mod:`tablegen.errors`.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from tablegen.cli import console, force_option, routing_args, topology_of, verified_tables
+from tablegen.cli import (
+    SPEC_HELP,
+    console,
+    force_option,
+    routing_args,
+    topology_of,
+    verified_tables,
+)
 from tablegen.errors import BadInput, NotExpressible
 from tablegen.exports.files import TABLES_NPZ, TOPOLOGY_FILE
 from tablegen.exports.outdir import check_out_dir, replaced_dir
+from tablegen.output import emit, json_option
 
 
 def cmd_ib_export(args) -> int:
@@ -73,8 +80,22 @@ def cmd_ib_export(args) -> int:
                **{k: layers.info[k] for k in ("escape_destinations",) if k in layers.info},
                "layers": [{k: lay[k] for k in ("offset", "kind", "max_hops", "hist")}
                           for lay in irep["layers"]]}
-    print(json.dumps(summary))
+    emit(summary, args.json, _export_text)
     return 0
+
+
+def _export_text(s: dict) -> list[str]:
+    """``ib export``'s summary as text."""
+    variant = f" ({s['variant']})" if s["variant"] else ""
+    lines = [f"{s['routing']}{variant} on {s['topology']}, LMC {s['lmc']}: {len(s['files'])} "
+             f"files -> {s['out']}",
+             f"  {s['sls_used']} SLs, {s['vls_used']} VLs (max VL {s['vl_max']}) of "
+             f"{s['data_vls']} data VLs"]
+    for lay in s["layers"]:
+        hist = " ".join(f"{h}:{c}" for h, c in lay["hist"].items())
+        lines.append(f"  offset {lay['offset']} {lay['kind']}: max {lay['max_hops']} hops; "
+                     f"hops:pairs {hist}")
+    return lines
 
 
 def cmd_ib_import(args) -> int:
@@ -90,7 +111,7 @@ def cmd_ib_import(args) -> int:
     for e in res.get("errors", ()):
         print(f"ib import: {e}", file=sys.stderr)
     if res["ok"]:
-        print(json.dumps(res))
+        emit(res, args.json)
     return 0 if res["ok"] else 1
 
 
@@ -100,7 +121,7 @@ def add_ib_parsers(ib) -> None:
 
     sp = ib.add_parser("export", help="LMC layers, SLs and SL2VL for OpenSM + ibsim: writes "
                        "fabric.net, guids.json, guid2lid, lfts.dump, sl2vl.dump, path-sl.txt")
-    sp.add_argument("spec")
+    sp.add_argument("spec", help=SPEC_HELP)
     routing_args(sp)
     sp.add_argument("--lmc", type=lmc_option, help="LIDs per host = 2^LMC (0..7); "
                     "offset k is routed by layer k (0 = minimal, others the routing's "
@@ -114,7 +135,9 @@ def add_ib_parsers(ib) -> None:
                     "channel dependency graph, nearest the routing's own, and an up*/down* "
                     "escape layer; for fabrics where the routing's own paths do not fit 8 VLs "
                     "(LMC 0)")
-    sp.add_argument("--out", required=True)
+    sp.add_argument("--out", required=True, metavar="DIR", help="directory to write the IB "
+                    "files into (with the tables and a manifest: `verify DIR` proves it)")
+    json_option(sp, "the export's summary")
     force_option(sp)
     sp.set_defaults(func=cmd_ib_export)
 
@@ -123,8 +146,10 @@ def add_ib_parsers(ib) -> None:
                        "what ib compare read back) into a table set that verify, analyze "
                        "--throughput-bound and the simulator take; one table per destination "
                        "host index and LID offset")
-    sp.add_argument("dir")
-    sp.add_argument("--out", required=True, metavar="TABLEDIR")
+    sp.add_argument("dir", help="directory holding the IB files (or DIR/ib)")
+    sp.add_argument("--out", required=True, metavar="TABLEDIR", help="table directory to "
+                    "write (verify, simulate and analyze take it)")
     force_option(sp)
     sp.add_argument("--engine", help="name of the router the files come from (recorded)")
+    json_option(sp, "the import's report")
     sp.set_defaults(func=cmd_ib_import)

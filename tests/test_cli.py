@@ -148,7 +148,7 @@ def test_path_via_intermediate(capsys):
 def test_tables_then_verify_roundtrip(capsys, tmp_path):
     out = tmp_path / "sf-3h"
     code, stdout, err = run(capsys, "tables", "slimfly:q=5", "--routing", "val-3h",
-                            "--out", str(out))
+                            "--out", str(out), "--json")
     assert code == 0, err
     summary = json.loads(stdout)
     assert summary["num_vcs"] == 3
@@ -252,7 +252,7 @@ def test_a_table_set_infiniband_cannot_express_still_verifies(capsys, tmp_path):
     proves the table set and reports IB as not exported, and why: not expressible, exit 0."""
     out = tmp_path / "d"
     code, stdout, err = run(capsys, "tables", "dsnf:n=1024", "--routing", "dsnf", "--out",
-                            str(out))
+                            str(out), "--json")
     assert code == 0 and "ib" in json.loads(stdout)["skipped"], err
     assert not (out / "ib").exists()
     code, stdout, err = run(capsys, "verify", str(out), "--json")
@@ -272,7 +272,7 @@ def test_several_routings_at_once_equal_one_at_a_time(capsys, tmp_path):
     """--routing A,B writes OUT/A and OUT/B with forked workers, byte for byte what one
     routing at a time on one process writes; one JSON line per routing."""
     code, out, _ = run(capsys, "tables", "slimfly:q=5", "--routing", "min,val-3h,ugal-l",
-                       "--jobs", "2", "--out", str(tmp_path / "all"))
+                       "--jobs", "2", "--out", str(tmp_path / "all"), "--json")
     assert code == 0
     lines = [json.loads(l) for l in out.splitlines()]
     assert sorted(l["routing"] for l in lines) == ["min", "ugal-l", "val-3h"]
@@ -291,7 +291,7 @@ def test_several_routings_at_once_equal_one_at_a_time(capsys, tmp_path):
 
 def test_a_routing_that_fails_in_a_batch_is_not_written(capsys, tmp_path):
     code, out, err = run(capsys, "tables", "slimfly:q=5", "--routing", "min,val", "--vcs",
-                         "2", "--jobs", "2", "--out", str(tmp_path / "o"))
+                         "2", "--jobs", "2", "--out", str(tmp_path / "o"), "--json")
     assert code == 1
     assert "tables: val on slimfly:q=5" in err and "failed verification" in err
     assert (tmp_path / "o" / "min" / "tables.npz").is_file()

@@ -319,7 +319,7 @@ def test_cli_emulate_prints_the_report():
     """`fabroute emulate --tls` end to end (its own net, prefix "e", after the class nets):
     Open vSwitch connects over TLS with the certificate made for the run, the controller
     checks it, and OVS's TLS settings are removed with the net."""
-    r = subprocess.run([FABROUTE, "emulate", DSNF, "--routing", "dsnf", "--tls"],
+    r = subprocess.run([FABROUTE, "emulate", DSNF, "--routing", "dsnf", "--tls", "--json"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     rep = json.loads(r.stdout)

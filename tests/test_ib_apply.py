@@ -184,7 +184,7 @@ def test_negative_control_path_sl_reports_exactly_the_tampered_pair(df, tmp_path
 
 
 def test_cli_exit_0_and_json_report(sf5, capsys):
-    assert main(["ib", "apply", str(sf5)]) == 0
+    assert main(["ib", "apply", str(sf5), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["mismatches"] == 0 and rep["lft"]["switches"] == 50
     assert rep["readback"]["processes"] == 1
@@ -333,7 +333,7 @@ def test_ibsim_start_failure_reports_log_and_stops(sf5, tmp_path, capsys):
     g = json.loads((d / "ib" / "guids.json").read_text())
     g["ibsim_limits"]["S"] = 10                  # ibsim refuses the 11th switch
     (d / "ib" / "guids.json").write_text(json.dumps(g))
-    assert main(["ib", "apply", str(d)]) == 1
+    assert main(["ib", "apply", str(d), "--json"]) == 1
     out, err = capsys.readouterr()
     rep = json.loads(out)
     assert "ibsim exited" in rep["error"] and not rep["ok"]
@@ -348,7 +348,7 @@ def test_opensm_start_failure_reports_log_and_stops_both(df, tmp_path, capsys):
     g = json.loads((d / "guids.json").read_text())
     g["hosts"][0]["name"] = "no-such-node"       # OpenSM's SIM_HOST: ibsim refuses it
     (d / "guids.json").write_text(json.dumps(g))
-    assert main(["ib", "apply", str(d)]) == 1
+    assert main(["ib", "apply", str(d), "--json"]) == 1
     rep = json.loads(capsys.readouterr().out)
     assert rep["error"].startswith("opensm exited") and not rep["ok"]
     assert any("unknown host" in l and "no-such-node" in l for l in rep["log_tail"])

@@ -257,7 +257,7 @@ def test_import_round_trip_same_routes(df_val_lmc1, tmp_path, capsys):
     from tablegen.exports.infiniband.write import ib_layers
 
     out = tmp_path / "imp"
-    assert main(["ib", "import", str(df_val_lmc1), "--out", str(out)]) == 0
+    assert main(["ib", "import", str(df_val_lmc1), "--out", str(out), "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["ib"]["deadlock_free"] and res["classes"] == 2 * 2 and res["tables"] == 2
     ts = load_table_dir(out)
@@ -301,7 +301,7 @@ def test_import_of_min_bounds_hops_and_simulates_as_min(sf5_min, tmp_path, capsy
     assert main(["ib", "import", str(sf5_min), "--out", str(out), "--engine", "x"]) == 0
     capsys.readouterr()
     assert main(["simulate", str(out), "--load", "0.2", "--set", "warmup_cycles=100",
-                 "--set", "measure_cycles=200"]) == 0
+                 "--set", "measure_cycles=200", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "ok"
 
 

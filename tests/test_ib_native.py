@@ -90,7 +90,7 @@ def test_native_stays_near_the_routing_where_it_fits():
 def test_cli_exports_the_variant_labelled_and_bound_to_its_proof(tmp_path, capsys):
     out = tmp_path / "ib"
     assert main(["ib", "export", "dsnf:n=64", "--routing", "dsnf", "--ib-native",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["variant"] == VARIANT and summary["layers"][0]["kind"] == "dsnf-ib-native"
     g = json.loads((out / "guids.json").read_text())
@@ -124,7 +124,7 @@ def test_dsnf_1024_native_loads_into_opensm_with_zero_mismatches(tmp_path, capsy
                  str(tmp_path / "own")]) == 2
     assert "--ib-native" in capsys.readouterr().err
     assert main(["ib", "export", "dsnf:n=1024", "--routing", "dsnf", "--ib-native",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["vls_used"] <= IB_DATA_VLS and summary["escape_destinations"] > 0
     assert main(["verify", str(out)]) == 0

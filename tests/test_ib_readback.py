@@ -148,7 +148,7 @@ def test_reader_killed_at_the_time_limit(tmp_path):
 def test_every_path_record_is_read_and_matches(df_val2, capsys):
     """``ib apply DIR --max-paths 0``: one PathRecord per (source HCA, destination, offset)
     triple, every one read (no error) and equal to the files; several SLs in use."""
-    assert main(["ib", "apply", str(df_val2), "--max-paths", "0"]) == 0
+    assert main(["ib", "apply", str(df_val2), "--max-paths", "0", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     p = rep["path_sl"]
     assert p["pairs_total"] == p["entries"] == rep["readback"]["path_records"] == 72 * (

@@ -169,7 +169,7 @@ def test_lft_changes_counts_each_kind():
 def test_cli_exit_0_and_json_report(tables, capsys):
     old, new = tables("dsnf:n=64", "dsnf"), tables("dsnf:n=72", "dsnf")
     capsys.readouterr()          # what building the sets printed (when this test builds them)
-    rc = main(["ib", "update", str(old), str(new)])
+    rc = main(["ib", "update", str(old), str(new), "--json"])
     out = capsys.readouterr().out
     assert rc == 0
     rep = json.loads(out)

@@ -374,7 +374,7 @@ def test_path_sl_file_gives_every_path_its_sl(sf5_val3h):
 def test_cli_ib_export_then_verify(tmp_path, capsys):
     out = tmp_path / "df"
     assert main(["ib", "export", "dragonfly:p=2,a=4,h=2", "--routing", "val", "--lmc", "1",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["files"] == ["fabric.net", "guid2lid", "guids.json", "lfts.dump",
                                 "path-sl.txt", "sl2vl.dump"]

@@ -55,7 +55,7 @@ def test_quick_experiment_end_to_end(tmp_path, capsys):
     diameter and ASPL are those of tablegen.analysis (and of ``compare --expansion`` where
     the network is build_dsnf(n)); the transformation raises DSN-F's throughput."""
     out = tmp_path / "g"
-    assert _cli(["growth", "-e", str(QUICK), "-o", str(out), "-j", "1", "-q"]) == 0
+    assert _cli(["growth", "-e", str(QUICK), "-o", str(out), "-j", "1", "-q", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     res = json.loads(out.with_suffix(".json").read_text())
     assert out.with_suffix(".png").stat().st_size > 10_000

@@ -141,7 +141,8 @@ def test_poll_period_experiment_on_a_small_fabric(tmp_path, capsys):
                    + "".join(f"{k} = {v}\n" for k, v in cfg.items()))
     ap = argparse.ArgumentParser()
     add_parsers(ap.add_subparsers(dest="cmd"))
-    a = ap.parse_args(["sweep", "-e", str(exp), "-j", "1", "-q", "-o", str(tmp_path / "v")])
+    a = ap.parse_args(["sweep", "-e", str(exp), "-j", "1", "-q", "-o", str(tmp_path / "v"),
+                       "--json"])
     assert a.func(a) == 0
     out = json.loads(capsys.readouterr().out)["points"]
     assert [(p["routing"], p["poll_cycles"]) for p in out] == [

@@ -256,14 +256,15 @@ def test_config_files_and_cli(tmp_path, capsys):
     ap = argparse.ArgumentParser()
     add_parsers(ap.add_subparsers(dest="cmd"))
     a = ap.parse_args(["simulate", DF, "--routing", "ugal-g", "--traffic", "worst-case",
-                       "--load", "0.2", "--config", str(tmp_path / "c.toml"), "--seed", "4"])
+                       "--load", "0.2", "--config", str(tmp_path / "c.toml"), "--seed", "4",
+                       "--json"])
     assert a.func(a) == 0
     r = json.loads(capsys.readouterr().out)
     assert {"offered", "accepted", "latency_avg", "saturated"} <= r.keys()
     assert r["routing"].startswith("ugal-g") and r["seed"] == 4
     a = ap.parse_args(["sweep", DF, "-r", "min", "val", "-t", "uniform", "--loads", "0.1,0.3",
                        "-c", str(tmp_path / "c.toml"), "-j", "1", "-q",
-                       "-o", str(tmp_path / "sw")])
+                       "-o", str(tmp_path / "sw"), "--json"])
     assert a.func(a) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out["points"]) == 4

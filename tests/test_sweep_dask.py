@@ -45,7 +45,7 @@ def _sweep_argv(tmp: Path, out: Path, *extra) -> list[str]:
     cfg = tmp / "small.toml"
     cfg.write_text("".join(f"{k} = {v}\n" for k, v in CFG.items()))
     return [FABROUTE, "sweep", DF, "-r", *ROUTINGS, "-t", "uniform", "--loads",
-            ",".join(map(str, LOADS)), "-c", str(cfg), "-o", str(out), *extra]
+            ",".join(map(str, LOADS)), "-c", str(cfg), "-o", str(out), "--json", *extra]
 
 
 def _records(path: Path) -> list[dict]:

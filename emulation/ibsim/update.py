@@ -50,6 +50,7 @@ from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.infiniband.limits import MAX_UNICAST_LID, NO_PORT
 from tablegen.exports.infiniband.read import IbFiles, LftTable, load_ib_files
 from tablegen.limits import paths_option
+from tablegen.output import emit
 
 FIRST_CHANGES = 20            # changed LFT entries listed in the report
 KINDS = ("added", "changed", "removed")     # of an LFT entry that differs (lft_changes)
@@ -609,6 +610,8 @@ def add_ib_update_parser(ib_sub) -> None:
     sp.add_argument("--trigger", choices=("hup", "trap"), default="hup",
                     help="hup (default): cable, replace the files, kill -HUP; trap: replace the "
                          "files, cable, and let OpenSM sweep on the link-state traps")
+    sp.add_argument("--json", action="store_true", help="print the report as JSON (for "
+                    "scripts) instead of text")
     sp.set_defaults(func=cmd_ib_update)
 
 
@@ -619,8 +622,8 @@ def cmd_ib_update(args) -> int:
     except BadInput as e:
         raise BadInput(f"ib update: {e}") from None
     except RunFailed as e:
-        print(json.dumps(dict(e.report or {}, error=str(e), ok=False), indent=1))
+        emit(dict(e.report or {}, error=str(e), ok=False), args.json, indent=1)
         print(f"ib update: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=1))
+    emit(rep, args.json, indent=1)
     return 0 if rep["ok"] else 1
