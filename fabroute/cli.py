@@ -151,15 +151,38 @@ def _cmd_completion(args) -> int:
     if (args.shell is None) == (args.install is None):
         raise BadInput("completion: give a SHELL or --install PREFIX; expected one of them")
     if args.install is not None:
-        for kind, path in shell.install(parser(), version(), Path(args.install)).items():
+        from tablegen.exports.outdir import check_writable
+
+        prefix = check_writable(args.install, "--install")
+        for kind, path in shell.install(parser(), version(), prefix).items():
             print(f"{kind}: {path}")
     else:
         sys.stdout.write(shell.completion(parser(), args.shell))
     return 0
 
 
-def _interrupt(signum, _frame):
+_resend: threading.Timer | None = None     # a signal put off by _interrupt, sent again soon
+
+
+def _interrupt(signum, frame):
+    # Raised inside a ctypes callback (llvmlite's object cache, while Numba compiles or loads
+    # its cache) a KeyboardInterrupt is printed and dropped ("Exception ignored ..."), not
+    # unwound: send the signal again a moment later, back in plain Python code.
+    global _resend
+    if _in_llvm_callback(frame):
+        if _resend is None or not _resend.is_alive():
+            _resend = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+            _resend.start()
+        return
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _in_llvm_callback(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name.startswith("_raw_object_cache"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _quiet_broken_pipe() -> int:
@@ -183,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     # SIGTERM unwinds like Ctrl-C, so that half-built output directories are removed and
     # forked workers stopped (a command that serves, like the controller, sets its own)
-    old = (signal.signal(signal.SIGTERM, _interrupt)
+    old = ({sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
            if threading.current_thread() is threading.main_thread() else None)
     try:
         args = parser().parse_args(argv)
@@ -205,8 +228,11 @@ def _main(argv: list[str] | None) -> int:
         print("fabroute: interrupted; no output was half-written", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
+        if _resend is not None:     # the command ended first: nothing left to interrupt
+            _resend.cancel()
         if old is not None:
-            signal.signal(signal.SIGTERM, old)
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
 
 def entry() -> None:

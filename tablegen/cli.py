@@ -644,7 +644,7 @@ def add_parsers(sub) -> None:
 
     sp = sub.add_parser("routings", help="every routing name once: what it is, the "
                         "commands that take it, its paper")
-    sp.add_argument("--json", action="store_true")
+    json_option(sp, "the list")
     sp.set_defaults(func=cmd_routings)
 
     sp = sub.add_parser("compare", help="DSN-F vs torus, DSN-x, DLN-4: JSON + PNG")

@@ -199,7 +199,7 @@ def test_a_non_minimal_routing_exports_its_paths_by_default(batch, capsys):
 
 def test_ib_export_defaults_to_the_routings_paths_and_lmc_0_says_min_only(tmp_path, capsys):
     code, out, err = run(capsys, "ib", "export", SF, "--routing", "val-3h", "--out",
-                         tmp_path / "a")
+                         tmp_path / "a", "--json")
     assert code == 0 and "MIN only" not in err
     assert json.loads(out.splitlines()[-1])["lmc"] == 1
     code, out, err = run(capsys, "ib", "export", SF, "--routing", "val-3h", "--lmc", "0",

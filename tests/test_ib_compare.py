@@ -176,11 +176,15 @@ def test_cli_json_and_table(tmp_path, capsys):
     (["--engines", "", "--routings", ""], "no engine"),
     (["--adversarial", "adversarial"], "--adversarial"),
     (["--opensm-set", "lash start"], "--opensm-set"),
-    (["--timeout", "0"], "--timeout 0"),
+    (["--timeout", "0"], "--timeout: 0 is out of range"),
 ])
 def test_compare_bad_input(argv, msg, tmp_path, capsys):
     out = tmp_path / "o"
-    assert main(["ib", "compare", DF, "--out", str(out), *argv]) == 2
+    try:
+        code = main(["ib", "compare", DF, "--out", str(out), *argv])
+    except SystemExit as e:     # refused as the command line is parsed
+        code = e.code
+    assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and msg in err, err
     assert not out.exists() and ib_processes() == []

@@ -110,7 +110,7 @@ def check_writable(path, what: str, lock: bool = False) -> Path:
             raise BadInput(f"{what} {str(path):.60}…: the name {part:.20}… is too long "
                            f"({len(os.fsencode(part))} bytes{', with its lock file' * lock}; "
                            f"at most {NAME_MAX}); expected a shorter name")
-    base = path.absolute()
+    base = path.absolute().parent       # an existing file at path is the caller's concern
     while not base.exists():
         base = base.parent
     if not base.is_dir():
@@ -131,6 +131,9 @@ def check_out_file(path, what: str) -> Path:
     path = check_writable(path, what)
     if path.is_dir():
         raise BadInput(f"{what} {path}: is a directory; expected a file path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise BadInput(f"{what} {path}: the file is not writable; expected a file this user "
+                       "may write")
     return path
 
 
