@@ -110,7 +110,7 @@ def test_fabroute_min_round_trip_of_its_bounds(df_compare):
 
 def test_out_dir_holds_json_png_and_proven_table_sets(df_compare, capsys):
     by, doc, out = df_compare
-    assert json.loads((out / "compare.json").read_text()) == doc
+    assert json.loads((out / "compare.json").read_text()) == dict(doc, kind="ib-compare")
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (out / "logs").iterdir()) == sorted(
         f"{e}.opensm.log" for e in by)

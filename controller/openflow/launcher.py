@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from tablegen.errors import BadInput, NotExpressible
@@ -178,6 +179,9 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     ctl = bind_control(control) if control is not None else None
     server = bind(host, int(port))
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
+    # eventlet's import-time notice ("Eventlet is deprecated", nine lines on stderr) is for
+    # os-ken's maintainers, not for the operator reading the controller's log
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
     from os_ken.lib import hub  # noqa: I001  (the order of these imports matters)
 
     hub.patch(thread=False)     # as osken-manager does: TLS handshakes must yield, not block
