@@ -20,7 +20,7 @@ LAYERS = [
     ("tablegen.errors", "tablegen.forked", "tablegen.limits", "tablegen.numba_cache",
      "tablegen.output"),
     ("tablegen.topology",),
-    ("tablegen.topologies", "tablegen.tables"),
+    ("tablegen.topologies", "tablegen.fabrics", "tablegen.tables"),
     ("tablegen.routing",),
     ("tablegen.verify", "tablegen.update", "tablegen.backup", "tablegen.analysis"),
     ("tablegen.exports",),
