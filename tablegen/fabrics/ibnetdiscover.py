@@ -21,7 +21,9 @@ reader makes of it: a switch per ``Switch`` section (its node GUID, its node des
 the name, the port count of the ``Switch`` line), a host per CA port linked to a switch (its
 port GUID, the CA's description, the switch and the switch's port), each switch-to-switch
 cable once.  Both listings of every link must agree (ends, ports, port GUIDs); a link
-listed once means a truncated or edited output.  Routers and CA-to-CA links have no place in
+listed once, or no section for the node named by ``# Initiated from node …`` (a CA, printed
+after every switch), means a truncated or edited output: as ibnetdiscover prints no end
+mark, only a cut that leaves such a trace can be told from a smaller fabric.  Routers and CA-to-CA links have no place in
 a switched fabric and are refused.  Anything else (a garbled line, a port beyond the node's
 count, a GUID with two sections) is refused in one line naming its line number
 (:class:`~tablegen.errors.BadInput`).  O(lines).
@@ -45,6 +47,7 @@ _PORT = re.compile(r"\[(\d+)\]" + _EXT + r"(?:\((" + _HEX + r")\))?\s*"
                    + r"(?:\s*\((" + _HEX + r")\))?\s*(?:#.*)?$")
 # -g (grouping) adds chassis lines around the same sections
 _GROUPING = re.compile(r"Chassis \d+.*|Non-Chassis Nodes|Hostname: .*")
+_INITIATED = re.compile(r"#\s*Initiated from node (" + _HEX + r")\b")
 _KIND = {"Switch": "S", "Ca": "H", "Rt": "R"}
 _NAME = {"S": "switch", "H": "CA", "R": "router"}
 
@@ -60,12 +63,15 @@ def parse_ibnetdiscover(text: str, where: str = "ibnetdiscover") -> Fabric:
     ends: dict[tuple[str, int], dict] = {}  # (node GUID, port) -> its listing
     header: str | None = None              # the switchguid=/caguid= GUID before a node line
     node: dict | None = None
+    initiator: tuple[str, int] | None = None   # the node ibnetdiscover ran from, and where
 
     def bad(no: int, what: str):
         return BadInput(f"{where}:{no}: {what}")
 
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
+        if m := _INITIATED.match(line):
+            initiator = (_guid(m.group(1)), no)
         if not line or line.startswith("#") or _GROUPING.fullmatch(line):
             continue
         if m := _HEADER.match(line):
@@ -125,6 +131,9 @@ def parse_ibnetdiscover(text: str, where: str = "ibnetdiscover") -> Fabric:
     if not nodes:
         raise BadInput(f"{where}: no Switch or Ca section; expected the output of "
                        "ibnetdiscover")
+    if initiator is not None and initiator[0] not in nodes:
+        raise BadInput(f"{where}:{initiator[1]}: discovery started from node {initiator[0]}, "
+                       "which has no section; expected one (is the output truncated?)")
     return _fabric(nodes, ends, where)
 
 
