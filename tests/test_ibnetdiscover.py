@@ -153,6 +153,15 @@ def test_an_inconsistent_output_is_one_line_naming_its_line(old, new, at, needle
     assert re.match(rf"x:{_line_of(text, at)}: ", msg), msg
 
 
+def test_a_port_guid_on_two_cas_is_refused():
+    text = _edited("(2c90300f00021)", "(2c90300f00011)", 2)
+    with pytest.raises(BadInput, match="port GUID 0x0002c90300f00011 is used twice") as e:
+        parse_ibnetdiscover(text, "x")
+    first, last = [no for no, line in enumerate(text.splitlines(), 1)
+                   if line.startswith("[1](2c90300f00011)")]
+    assert str(e.value).startswith(f"x:{last}: ") and f"also at line {first}" in str(e.value)
+
+
 def test_a_self_cabled_port_and_a_ca_to_ca_link_are_refused():
     text = _edited("[1]\t\"S-248a070300aabb01\"[2]", "[1]\t\"S-248a070300aabb01\"[1]")
     text = text.replace("[2]\t\"S-248a070300aabb01\"[1]", "")

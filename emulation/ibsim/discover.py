@@ -27,8 +27,8 @@ def discover(fabric: Fabric, *, timeout: float = DISCOVER_TIMEOUT,
     directory that receives the net file, ibsim's log and the output.  :class:`BadInput`
     when a tool is missing or the fabric has no host to run from, :class:`RunFailed` when
     ibsim or ibnetdiscover fail."""
-    missing = ib.binaries_missing() + ([] if shutil.which(ib._which("ibnetdiscover"))
-                                       else ["ibnetdiscover"])
+    missing = [b for b in ib.binaries_missing() if b != "opensm"] + (
+        [] if shutil.which(ib._which("ibnetdiscover")) else ["ibnetdiscover"])
     if missing:
         raise BadInput(f"missing {', '.join(missing)}; expected {ib.APT_HINT}")
     if not fabric.hosts:

@@ -24,9 +24,9 @@ cable once.  Both listings of every link must agree (ends, ports, port GUIDs); a
 listed once, or no section for the node named by ``# Initiated from node …`` (a CA, printed
 after every switch), means a truncated or edited output: as ibnetdiscover prints no end
 mark, only a cut that leaves such a trace can be told from a smaller fabric.  Routers and
-CA-to-CA links have no place in a switched fabric and are refused.  Anything else (a garbled line, a port beyond the node's
-count, a GUID with two sections) is refused in one line naming its line number
-(:class:`~tablegen.errors.BadInput`).  O(lines).
+CA-to-CA links have no place in a switched fabric and are refused.  Anything else (a
+garbled line, a port beyond the node's count, a GUID with two sections) is refused in one
+line naming its line number (:class:`~tablegen.errors.BadInput`).  O(lines).
 """
 
 from __future__ import annotations
