@@ -37,13 +37,16 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
 
 from tablegen.errors import BadInput
 from tablegen.fabrics.fabric import Fabric
 from tablegen.topology import Topology
 
-BRANCH = 3          # ties (equally good candidates) branched on at the start of a map
-BUDGET = 400        # maps started (most end early, once past the best score) before giving up
+BRANCH = 8          # ties (equally good candidates) branched on at the start of a map
+ANCHORS = 24        # mapped switches whose hop distances break ties between candidates
+BUDGET = 4000       # maps started (most end early, once past the best score) before giving up
 
 
 def bound(n_cables: int) -> int:
@@ -104,6 +107,19 @@ class _Graphs:
         self.fsig = _signatures(self.fnbr)
         self.psig = _signatures(self.pnbr)
         self.plan = Counter((min(a, b), max(a, b)) for a, _, b, _ in topo.links.tolist())
+        self.fcsr, self.pcsr = _csr(self.fnbr), _csr(self.pnbr)
+        self.frows: dict[int, np.ndarray] = {}
+        self.prows: dict[int, np.ndarray] = {}
+
+    def rows(self, fs: list[int], ps: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Hop distances from fabric switches ``fs`` and planned switches ``ps`` (cached)."""
+        for v, cache, csr in [(v, self.frows, self.fcsr) for v in fs] + \
+                             [(v, self.prows, self.pcsr) for v in ps]:
+            if v not in cache:
+                d = shortest_path(csr, unweighted=True, indices=[v])[0]
+                d[np.isinf(d)] = len(self.fnbr)
+                cache[v] = d.astype(np.int32)
+        return (np.array([self.frows[v] for v in fs]), np.array([self.prows[v] for v in ps]))
 
     def distance(self, f: int, p: int) -> int:
         """How far fabric switch ``f``'s signature is from planned switch ``p``'s."""
@@ -124,9 +140,13 @@ class _Graphs:
         ties: list[int] = []
         score_now = sum(self.plan.values()) - len(self.links)   # + 2 per cable that misfits
 
+        anchors: list[int] = []
+
         def assign(f, p):
             m[f] = p
             used[p] = True
+            if len(anchors) < ANCHORS:
+                anchors.append(f)
             for u in self.fnbr[f]:
                 if m[u] < 0:
                     count[u] += 1
@@ -153,7 +173,12 @@ class _Graphs:
             if not score:
                 score = Counter({int(q): 0 for q in np.flatnonzero(~used)})
             top = max(score.values())
-            ranked = sorted((self.distance(f, q), q) for q, v in score.items() if v == top)
+            cands = sorted(q for q, v in score.items() if v == top)
+            if len(cands) > 1 and anchors:
+                fd, pd = self.rows(anchors, [int(m[a]) for a in anchors])
+                off = np.abs(pd[:, cands] - fd[:, [f]]).sum(axis=0)
+                cands = [q for q, o in zip(cands, off.tolist()) if o == off.min()]
+            ranked = sorted((self.distance(f, q), q) for q in cands)
             best = [q for d, q in ranked if d == ranked[0][0]]
             pick = 0
             if len(best) > 1 and len(ties) < BRANCH:
@@ -166,6 +191,12 @@ class _Graphs:
                 return None, score_now, ties
             assign(f, best[pick])
         return m, score_now, ties
+
+def _csr(nbr: list[list[int]]):
+    rows = np.repeat(np.arange(len(nbr)), [len(x) for x in nbr])
+    cols = np.array([u for x in nbr for u in x], dtype=np.int64)
+    return csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(nbr), len(nbr)))
+
 
 def _signatures(nbr: list[list[int]]) -> list[tuple[int, Counter]]:
     deg = [len(x) for x in nbr]
@@ -319,7 +350,7 @@ def _free_ports(fabric, topo, m, port) -> list[dict[int, int]]:
     for f, sid in enumerate(fabric.switch_ids):
         p = int(m[f])
         h = int(topo.hosts[p])
-        plan = list(range(1, h + 1)) + [h + 1 + j for j in np.flatnonzero(topo.adj[p] >= 0)]
+        plan = list(range(1, h + 1)) + [h + 1 + int(j) for j in np.flatnonzero(topo.adj[p] >= 0)]
         taken = set(port[f].values())
         want = [pp for pp in plan if pp not in taken]
         if want:
