@@ -14,8 +14,9 @@ so this is not plain graph isomorphism; it is **seed and extend with tolerance**
    neighbours' images (then the closest signature, then the smallest planned id), until all
    are mapped;
 3. the map is scored by the cables that do not fit it plus the planned cables it leaves
-   absent.  The first seed image whose score is within the bound (:func:`bound`) is kept; on
-   a plan of at most :data:`TRY_ALL` switches every image is tried and the lowest score kept.
+   absent.  The first few ties of a map are branched on (:data:`BRANCH`), depth first, and
+   a map is abandoned once its score passes the best so far (at first :func:`bound`); the
+   best map found is kept, stopping early at a score no map can beat.
 
 Slim Fly is vertex-transitive, so many maps are equally right; this one is deterministic: the
 smallest id goes to planned switch 0 whenever that fits.  Dragonfly and DSN-F are not, which
@@ -26,9 +27,11 @@ order to the planned host ports (planned host ``e`` of switch ``s`` is the ``e``
 of its fabric switch, in port order); the planned ports left over (missing cables, moved
 ends, missing hosts) go to the free fabric ports of the switch, both in order.
 
-Each step costs O(d²) for degree d, a seed image O(S·d² + C); q = 19, the 1K Dragonfly and
-DSN-F n = 4096 each take well under 30 s (benchmarks/bench_reconcile.py).
-"""
+Each step costs O(d²) for degree d plus the hop distances to at most :data:`ANCHORS`
+mapped switches; a map O(S·d² + C), at most :data:`BUDGET` maps started.  Not yet reliable
+beyond Slim Fly q = 5 and DSN-F n = 32: ties the extension breaks wrongly end in
+:class:`BadInput` (docs/real-fabrics.md, "Status").
+
 
 from __future__ import annotations
 
