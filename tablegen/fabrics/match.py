@@ -31,7 +31,7 @@ Each step costs O(d²) for degree d plus the hop distances to at most :data:`ANC
 mapped switches; a map O(S·d² + C), at most :data:`BUDGET` maps started.  Not yet reliable
 beyond Slim Fly q = 5 and DSN-F n = 32: ties the extension breaks wrongly end in
 :class:`BadInput` (docs/real-fabrics.md, "Status").
-
+"""
 
 from __future__ import annotations
 
