@@ -24,7 +24,7 @@ LAYERS = [
     ("tablegen.routing",),
     ("tablegen.verify", "tablegen.update", "tablegen.backup", "tablegen.analysis"),
     ("tablegen.exports",),
-    ("tablegen.cli", "tablegen.ib_cli", "tablegen.verify_cli"),
+    ("tablegen.cli", "tablegen.ib_cli", "tablegen.verify_cli", "tablegen.fabric_cli"),
     ("controller",),
     ("emulation", "simulator"),
     ("fabroute",),
@@ -109,7 +109,7 @@ def test_imports_flow_one_way(graph):
 
 
 def _command_line(module: str) -> bool:
-    return module.rsplit(".", 1)[-1] in ("cli", "ib_cli")
+    return module.rsplit(".", 1)[-1] in ("cli", "ib_cli", "fabric_cli")
 
 
 def test_nothing_imports_the_front_door_or_a_command_line_below(graph):

@@ -35,6 +35,7 @@ OUT = "out-dir"     # an output path that does not exist yet
 BASE = {
     ("topology",): (["slimfly:q=5"], []),
     ("routings",): ([], []),
+    ("reconcile",): (["nofile.json", "slimfly:q=5"], []),
     ("completion",): ([], []),
     ("tables",): (["slimfly:q=5"], ["--routing", "min", "--formats", "json", "--out", OUT]),
     ("verify",): ([SET], []),

@@ -1,0 +1,81 @@
+"""fabroute reconcile (tablegen.fabrics.match, tablegen.fabric_cli): a cabled plan mapped back
+from the cabling alone, its missing and moved cables named, bad input in one line."""
+
+import json
+
+import pytest
+
+from fabroute.cli import main
+from tablegen.errors import BadInput
+from tablegen.fabrics.cabled import cabled, planned_cables
+from tablegen.fabrics.match import match
+from tablegen.topologies.spec import build
+
+
+def _consistent(res, topo, fabric):
+    """Every fitting fabric cable maps onto a planned cable through the switch/port map."""
+    plan = set(planned_cables(topo))
+    fit = 0
+    for (a, pa), (b, pb) in fabric.cables:
+        s, t = res.switch[a], res.switch[b]
+        ps, pt = res.port[a].get(pa), res.port[b].get(pb)
+        if (min((s, ps), (t, pt)) + max((s, ps), (t, pt))) in plan:
+            fit += 1
+    return fit
+
+
+@pytest.mark.parametrize("spec,seed", [("slimfly:q=5", s) for s in range(4)]
+                         + [("dsnf:n=32", s) for s in range(3)])
+def test_an_unperturbed_fabric_matches(spec, seed):
+    topo = build(spec)
+    c = cabled(topo, seed=seed)
+    res = match(c.fabric, topo)
+    assert res.matches
+    assert _consistent(res, topo, c.fabric) == len(c.fabric.cables) == len(topo.links)
+    assert sorted(res.switch.values()) == list(range(topo.n_switches))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_missing_and_moved_cables_are_named(seed):
+    topo = build("slimfly:q=5")
+    c = cabled(topo, seed=seed, remove=3, move=2)
+    res = match(c.fabric, topo)
+    assert (len(res.missing), len(res.moved), len(res.extra)) == (3, 2, 0)
+    plan = set(planned_cables(topo))
+    present = set()
+    for (a, pa), (b, pb) in c.fabric.cables:
+        s, ps, t, pt = res.switch[a], res.port[a].get(pa), res.switch[b], res.port[b].get(pb)
+        present.add(min((s, ps), (t, pt)) + max((s, ps), (t, pt)))
+    for mi in res.missing:
+        (a, b), (pa, pb) = mi["between"], mi["ports"]
+        s, ps, t, pt = res.switch[a], res.port[a][pa], res.switch[b], res.port[b][pb]
+        cable = min((s, ps), (t, pt)) + max((s, ps), (t, pt))
+        assert cable in plan and cable not in present
+    for mv in res.moved:
+        (x, px), (w, pw) = mv["other_end"], mv["plug_into"]
+        s, ps, t, pt = res.switch[x], res.port[x][px], res.switch[w], res.port[w][pw]
+        assert min((s, ps), (t, pt)) + max((s, ps), (t, pt)) in plan
+        assert tuple(mv["unplug"]) != tuple(mv["plug_into"])
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    topo = build("slimfly:q=5")
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    cabled(topo, seed=3).fabric.save(good)
+    cabled(topo, seed=3, remove=1, move=1).fabric.save(bad)
+    assert main(["reconcile", str(good), "slimfly:q=5"]) == 0
+    assert "matches" in capsys.readouterr().out
+    assert main(["reconcile", str(bad), "slimfly:q=5", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert {"matches", "switches", "missing", "moved", "extra", "ports", "hosts"} <= set(doc)
+    assert doc["matches"] is False and len(doc["missing"]) == 1 and len(doc["moved"]) == 1
+
+
+def test_another_size_or_kind_is_one_line(tmp_path, capsys):
+    other = tmp_path / "other.json"
+    cabled(build("dsnf:n=32"), seed=1).fabric.save(other)
+    assert main(["reconcile", str(other), "slimfly:q=5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "32 switches" in err
+    with pytest.raises(BadInput, match="cables"):
+        match(cabled(build("dsnf:n=50"), seed=1).fabric, build("slimfly:q=5"))
