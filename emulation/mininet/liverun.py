@@ -64,11 +64,16 @@ def _counters() -> dict:
     """OpenFlow table misses summed over every bridge (a packet no entry of a table matched:
     dropped, which a consistent update never causes) and Open vSwitch's drop counters (the
     datapath dropping under load)."""
-    out = subprocess.run("for b in $(ovs-vsctl list-br); do ovs-ofctl -O OpenFlow13 "
-                         "dump-tables $b; done", shell=True, capture_output=True,
-                         text=True).stdout
-    misses = sum(int(x) for x in re.findall(r"lookup=(\d+)", out)) - sum(
-        int(x) for x in re.findall(r"matched=(\d+)", out))
+    out = subprocess.run("for b in $(ovs-vsctl list-br); do echo \"bridge $b\"; "
+                         "ovs-ofctl -O OpenFlow13 dump-tables $b; done", shell=True,
+                         capture_output=True, text=True).stdout
+    # per bridge and table as well, so that a miss names where it happened
+    at: dict[str, int] = {}
+    for bridge, body in re.findall(r"^bridge (\S+)\n(.*?)(?=^bridge |\Z)", out, re.M | re.S):
+        for table, look, hit in re.findall(
+                r"table (\d+):\s*\n\s*active=\d+, lookup=(\d+), matched=(\d+)", body):
+            at[f"table_misses@{bridge}/{table}"] = int(look) - int(hit)
+    misses = sum(at.values())
     cov = subprocess.run(["ovs-appctl", "coverage/show"], capture_output=True,
                          text=True).stdout
     drops = {f[0]: int(f[-1]) for f in map(str.split, cov.splitlines())
@@ -77,7 +82,7 @@ def _counters() -> dict:
                             "Interface"], capture_output=True, text=True).stdout
     for k in ("rx_dropped", "tx_dropped"):
         drops["interface_" + k] = sum(int(x) for x in re.findall(rf'"{k}",(\d+)', stats))
-    return {"table_misses": misses, **drops}
+    return {"table_misses": misses, **at, **drops}
 
 
 def _delta(a: dict, b: dict) -> dict:
