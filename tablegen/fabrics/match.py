@@ -50,6 +50,8 @@ from tablegen.topology import Topology
 BRANCH = 8          # ties (equally good candidates) branched on at the start of a map
 ANCHORS = 24        # mapped switches whose hop distances break ties between candidates
 BUDGET = 4000       # maps started (most end early, once past the best score) before giving up
+LOOK = 8            # switches whose options the exact search compares at each step
+STEPS = 200         # exact search steps per switch before the tolerant search takes over
 
 
 def bound(n_cables: int) -> int:
@@ -195,10 +197,93 @@ class _Graphs:
             assign(f, best[pick])
         return m, score_now, ties
 
+    def exact(self) -> np.ndarray | None:
+        """An isomorphism of the two cablings that keeps host counts (module docstring,
+        step 0), found depth first, or ``None`` once :data:`STEPS` per switch are spent or
+        there is none."""
+        n = len(self.fnbr)
+        fnbr, pnbr = self.fnbr, self.pnbr
+        FD, PD = _hops(fnbr), _hops(pnbr)
+        m = np.full(n, -1, dtype=np.int64)
+        inv = np.full(n, -1, dtype=np.int64)
+        count = np.zeros(n, dtype=np.int64)      # mapped fabric neighbours
+        pused = np.zeros(n, dtype=np.int64)      # mapped planned neighbours
+        phosts = np.array(self.phosts)
+        mapped: list[int] = []
+        stack: list[tuple[int, list[int], int]] = []   # (switch, its options, next option)
+
+        def options(f):
+            marks = Counter(q for x in fnbr[f] if m[x] >= 0 for q in pnbr[m[x]]
+                            if inv[q] < 0)
+            free = list(marks) if marks else np.flatnonzero(inv < 0).tolist()
+            # a planned switch fits when its mapped neighbours are exactly the images of f's
+            q = np.array([v for v in free if marks.get(v, 0) == count[f] == pused[v]],
+                         dtype=np.int64)
+            if not len(q):
+                return []
+            if mapped:
+                off = np.abs(PD[np.ix_(q, m[mapped])].astype(np.int32)
+                             - FD[f, mapped][None, :]).sum(axis=1)
+            else:
+                off = np.array([self.distance(f, int(v)) for v in q])
+            return [int(v) for v in q[(off == 0) & (phosts[q] == self.fhosts[f])]]
+
+        def put(f, p):
+            m[f], inv[p] = p, f
+            mapped.append(f)
+            for u in fnbr[f]:
+                count[u] += 1
+            for v in pnbr[p]:
+                pused[v] += 1
+
+        def undo(f):
+            p = int(m[f])
+            m[f], inv[p] = -1, -1
+            mapped.pop()
+            for u in fnbr[f]:
+                count[u] -= 1
+            for v in pnbr[p]:
+                pused[v] -= 1
+
+        steps = 0
+        stack.append((0, options(0), 0))
+        while stack:
+            steps += 1
+            if steps > STEPS * n:
+                return None
+            f, opts, i = stack[-1]
+            if m[f] >= 0:               # back here: the choice below failed
+                undo(f)
+            if i >= len(opts):
+                stack.pop()
+                continue
+            stack[-1] = (f, opts, i + 1)
+            put(f, opts[i])
+            if len(mapped) == n:
+                return m
+            # fail first: of the switches with the most mapped neighbours, the one with the
+            # fewest options
+            free = np.flatnonzero(m < 0)
+            top = free[np.argsort(-count[free], kind="stable")[:LOOK]]
+            stack.append(min(((int(u), options(int(u)), 0) for u in top),
+                             key=lambda e: len(e[1])))
+        return None
+
+
 def _csr(nbr: list[list[int]]):
     rows = np.repeat(np.arange(len(nbr)), [len(x) for x in nbr])
     cols = np.array([u for x in nbr for u in x], dtype=np.int64)
     return csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(nbr), len(nbr)))
+
+
+def _hops(nbr: list[list[int]]) -> np.ndarray:
+    """Per pair of switches, the hop distance (``n`` where none) times 64 plus the number of
+    two-hop paths (at most 63): an invariant any isomorphism keeps."""
+    a = _csr(nbr)
+    d = shortest_path(a, unweighted=True)
+    d[np.isinf(d)] = len(nbr)
+    paths = np.minimum((a @ a).toarray(), 63)
+    return (d * 64 + paths).astype(np.int32)
 
 
 def _signatures(nbr: list[list[int]]) -> list[tuple[int, Counter]]:
@@ -220,6 +305,10 @@ def find_map(fabric: Fabric, topo: Topology) -> tuple[np.ndarray, _Graphs]:
     if abs(len(g.links) - total) > limit:
         raise BadInput(f"the fabric has {len(g.links)} cables between switches, "
                        f"{topo.name()} plans {total}; expected at most {limit} apart")
+    if len(g.links) == total and sorted(map(len, g.fnbr)) == sorted(map(len, g.pnbr)):
+        m = g.exact()
+        if m is not None:
+            return m, g
     order = sorted(range(planned), key=lambda p: (g.distance(0, p), p))
     best, cap, runs = None, limit, 0
     floor = max(0, total - len(g.links))
