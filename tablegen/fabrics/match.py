@@ -4,7 +4,18 @@ docs/real-fabrics.md).
 
 Names are never read: only which switch ports are cabled to which, and how many hosts sit on
 each switch.  The cabled graph is the planned one with a few cables missing and a few moved,
-so this is not plain graph isomorphism; it is **seed and extend with tolerance**:
+so this is not plain graph isomorphism — but when no cable is changed it is, and that case
+is tried first:
+
+0. *exact*: when both cablings have the same cables per switch degree, a depth-first
+   isomorphism search: the next fabric switch is, of the :data:`LOOK` with the most mapped
+   neighbours, the one with the fewest options; an option is a free planned switch whose
+   mapped neighbours are exactly the images of the fabric switch's, with the same host
+   count and, to every mapped switch, the same hop distance and number of two-hop paths
+   (the invariant that makes Slim Fly's diameter-2 graphs tractable).  Given up after
+   :data:`STEPS` steps per switch.
+
+Otherwise (or when that gives up) **seed and extend with tolerance**:
 
 1. the *seed* is the fabric switch with the smallest id; it is tried on the planned switches
    in order of how well their signature (hosts, degree, the degrees of their neighbours)
@@ -27,10 +38,12 @@ order to the planned host ports (planned host ``e`` of switch ``s`` is the ``e``
 of its fabric switch, in port order); the planned ports left over (missing cables, moved
 ends, missing hosts) go to the free fabric ports of the switch, both in order.
 
-Each step costs O(d²) for degree d plus the hop distances to at most :data:`ANCHORS`
-mapped switches; a map O(S·d² + C), at most :data:`BUDGET` maps started.  Not yet reliable
-beyond Slim Fly q = 5 and DSN-F n = 32: ties the extension breaks wrongly end in
-:class:`BadInput` (docs/real-fabrics.md, "Status").
+The exact search needs the all-pairs invariant, O(S²) memory (S = 4,096: 64 MiB per
+cabling), and O(LOOK·d² + S) per step.  The tolerant search costs O(d²) per step for
+degree d plus the hop distances to at most :data:`ANCHORS` mapped switches; a map
+O(S·d² + C), at most :data:`BUDGET` maps started.  The tolerant search is not yet reliable
+beyond Slim Fly q = 5: ties the extension breaks wrongly end in :class:`BadInput`
+(docs/real-fabrics.md, "Status").
 """
 
 from __future__ import annotations
@@ -50,7 +63,7 @@ from tablegen.topology import Topology
 BRANCH = 8          # ties (equally good candidates) branched on at the start of a map
 ANCHORS = 24        # mapped switches whose hop distances break ties between candidates
 BUDGET = 4000       # maps started (most end early, once past the best score) before giving up
-LOOK = 8            # switches whose options the exact search compares at each step
+LOOK = 64           # switches whose options the exact search compares at each step
 STEPS = 200         # exact search steps per switch before the tolerant search takes over
 
 
