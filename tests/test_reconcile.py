@@ -24,15 +24,20 @@ def _consistent(res, topo, fabric):
     return fit
 
 
-@pytest.mark.parametrize("spec,seed", [("slimfly:q=5", s) for s in range(4)]
-                         + [("dsnf:n=32", s) for s in range(3)])
-def test_an_unperturbed_fabric_matches(spec, seed):
+# dragonfly:p=4,a=8,h=4 is left out: the exact search gives up on some seeds (RESULTS.md)
+GRID = ["slimfly:q=5", "slimfly:q=7", "dsnf:n=32", "dsnf:n=128", "dragonfly:p=2,a=4,h=2"]
+
+
+@pytest.mark.parametrize("spec", GRID)
+def test_an_unperturbed_fabric_matches(spec):
+    # the exact search (no cable changed) on every plan kind, ten port/id shuffles each
     topo = build(spec)
-    c = cabled(topo, seed=seed)
-    res = match(c.fabric, topo)
-    assert res.matches
-    assert _consistent(res, topo, c.fabric) == len(c.fabric.cables) == len(topo.links)
-    assert sorted(res.switch.values()) == list(range(topo.n_switches))
+    for seed in range(10):
+        c = cabled(topo, seed=seed)
+        res = match(c.fabric, topo)
+        assert res.matches, seed
+        assert _consistent(res, topo, c.fabric) == len(c.fabric.cables) == len(topo.links)
+        assert sorted(res.switch.values()) == list(range(topo.n_switches))
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -4,7 +4,18 @@ docs/real-fabrics.md).
 
 Names are never read: only which switch ports are cabled to which, and how many hosts sit on
 each switch.  The cabled graph is the planned one with a few cables missing and a few moved,
-so this is not plain graph isomorphism; it is **seed and extend with tolerance**:
+so this is not plain graph isomorphism — but when no cable is changed it is, and that case
+is tried first:
+
+0. *exact*: when both cablings have the same cables per switch degree, a depth-first
+   isomorphism search: the next fabric switch is, of the :data:`LOOK` with the most mapped
+   neighbours, the one with the fewest options; an option is a free planned switch whose
+   mapped neighbours are exactly the images of the fabric switch's, with the same host
+   count and, to every mapped switch, the same hop distance and number of two-hop paths
+   (the invariant that makes Slim Fly's diameter-2 graphs tractable).  Given up after
+   :data:`STEPS` steps per switch.
+
+Otherwise (or when that gives up) **seed and extend with tolerance**:
 
 1. the *seed* is the fabric switch with the smallest id; it is tried on the planned switches
    in order of how well their signature (hosts, degree, the degrees of their neighbours)
@@ -27,10 +38,12 @@ order to the planned host ports (planned host ``e`` of switch ``s`` is the ``e``
 of its fabric switch, in port order); the planned ports left over (missing cables, moved
 ends, missing hosts) go to the free fabric ports of the switch, both in order.
 
-Each step costs O(d²) for degree d plus the hop distances to at most :data:`ANCHORS`
-mapped switches; a map O(S·d² + C), at most :data:`BUDGET` maps started.  Not yet reliable
-beyond Slim Fly q = 5 and DSN-F n = 32: ties the extension breaks wrongly end in
-:class:`BadInput` (docs/real-fabrics.md, "Status").
+The exact search needs the all-pairs invariant, O(S²) memory (S = 4,096: 64 MiB per
+cabling), and O(LOOK·d² + S) per step.  The tolerant search costs O(d²) per step for
+degree d plus the hop distances to at most :data:`ANCHORS` mapped switches; a map
+O(S·d² + C), at most :data:`BUDGET` maps started.  The tolerant search is not yet reliable
+beyond Slim Fly q = 5: ties the extension breaks wrongly end in :class:`BadInput`
+(docs/real-fabrics.md, "Status").
 """
 
 from __future__ import annotations
@@ -50,6 +63,8 @@ from tablegen.topology import Topology
 BRANCH = 8          # ties (equally good candidates) branched on at the start of a map
 ANCHORS = 24        # mapped switches whose hop distances break ties between candidates
 BUDGET = 4000       # maps started (most end early, once past the best score) before giving up
+LOOK = 64           # switches whose options the exact search compares at each step
+STEPS = 200         # exact search steps per switch before the tolerant search takes over
 
 
 def bound(n_cables: int) -> int:
@@ -195,10 +210,93 @@ class _Graphs:
             assign(f, best[pick])
         return m, score_now, ties
 
+    def exact(self) -> np.ndarray | None:
+        """An isomorphism of the two cablings that keeps host counts (module docstring,
+        step 0), found depth first, or ``None`` once :data:`STEPS` per switch are spent or
+        there is none."""
+        n = len(self.fnbr)
+        fnbr, pnbr = self.fnbr, self.pnbr
+        FD, PD = _hops(fnbr), _hops(pnbr)
+        m = np.full(n, -1, dtype=np.int64)
+        inv = np.full(n, -1, dtype=np.int64)
+        count = np.zeros(n, dtype=np.int64)      # mapped fabric neighbours
+        pused = np.zeros(n, dtype=np.int64)      # mapped planned neighbours
+        phosts = np.array(self.phosts)
+        mapped: list[int] = []
+        stack: list[tuple[int, list[int], int]] = []   # (switch, its options, next option)
+
+        def options(f):
+            marks = Counter(q for x in fnbr[f] if m[x] >= 0 for q in pnbr[m[x]]
+                            if inv[q] < 0)
+            free = list(marks) if marks else np.flatnonzero(inv < 0).tolist()
+            # a planned switch fits when its mapped neighbours are exactly the images of f's
+            q = np.array([v for v in free if marks.get(v, 0) == count[f] == pused[v]],
+                         dtype=np.int64)
+            if not len(q):
+                return []
+            if mapped:
+                off = np.abs(PD[np.ix_(q, m[mapped])].astype(np.int32)
+                             - FD[f, mapped][None, :]).sum(axis=1)
+            else:
+                off = np.array([self.distance(f, int(v)) for v in q])
+            return [int(v) for v in q[(off == 0) & (phosts[q] == self.fhosts[f])]]
+
+        def put(f, p):
+            m[f], inv[p] = p, f
+            mapped.append(f)
+            for u in fnbr[f]:
+                count[u] += 1
+            for v in pnbr[p]:
+                pused[v] += 1
+
+        def undo(f):
+            p = int(m[f])
+            m[f], inv[p] = -1, -1
+            mapped.pop()
+            for u in fnbr[f]:
+                count[u] -= 1
+            for v in pnbr[p]:
+                pused[v] -= 1
+
+        steps = 0
+        stack.append((0, options(0), 0))
+        while stack:
+            steps += 1
+            if steps > STEPS * n:
+                return None
+            f, opts, i = stack[-1]
+            if m[f] >= 0:               # back here: the choice below failed
+                undo(f)
+            if i >= len(opts):
+                stack.pop()
+                continue
+            stack[-1] = (f, opts, i + 1)
+            put(f, opts[i])
+            if len(mapped) == n:
+                return m
+            # fail first: of the switches with the most mapped neighbours, the one with the
+            # fewest options
+            free = np.flatnonzero(m < 0)
+            top = free[np.argsort(-count[free], kind="stable")[:LOOK]]
+            stack.append(min(((int(u), options(int(u)), 0) for u in top),
+                             key=lambda e: len(e[1])))
+        return None
+
+
 def _csr(nbr: list[list[int]]):
     rows = np.repeat(np.arange(len(nbr)), [len(x) for x in nbr])
     cols = np.array([u for x in nbr for u in x], dtype=np.int64)
     return csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(nbr), len(nbr)))
+
+
+def _hops(nbr: list[list[int]]) -> np.ndarray:
+    """Per pair of switches, the hop distance (``n`` where none) times 64 plus the number of
+    two-hop paths (at most 63): an invariant any isomorphism keeps."""
+    a = _csr(nbr)
+    d = shortest_path(a, unweighted=True)
+    d[np.isinf(d)] = len(nbr)
+    paths = np.minimum((a @ a).toarray(), 63)
+    return (d * 64 + paths).astype(np.int32)
 
 
 def _signatures(nbr: list[list[int]]) -> list[tuple[int, Counter]]:
@@ -220,6 +318,10 @@ def find_map(fabric: Fabric, topo: Topology) -> tuple[np.ndarray, _Graphs]:
     if abs(len(g.links) - total) > limit:
         raise BadInput(f"the fabric has {len(g.links)} cables between switches, "
                        f"{topo.name()} plans {total}; expected at most {limit} apart")
+    if len(g.links) == total and sorted(map(len, g.fnbr)) == sorted(map(len, g.pnbr)):
+        m = g.exact()
+        if m is not None:
+            return m, g
     order = sorted(range(planned), key=lambda p: (g.distance(0, p), p))
     best, cap, runs = None, limit, 0
     floor = max(0, total - len(g.links))
