@@ -68,10 +68,9 @@ def check_out_dir(out, what: str = "--out", kind: str | None = None,
     if str(out).strip() in ("", "."):
         raise BadInput(f"{what} {str(out)!r}; expected a path to a new directory or to one "
                        "fabroute wrote")
-    out = check_writable(out, what, lock=True)
-    for p in (out, *out.parents):
-        if p.exists() and not p.is_dir():
-            raise BadInput(f"{what} {out}: {p} is not a directory; expected a directory path")
+    out = check_writable(out, what, lock=True)     # also refuses a path through a file
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{what} {out}: {out} is not a directory; expected a directory path")
     real, cwd = out.resolve(), Path.cwd().resolve()
     if real == real.parent or real == cwd or real in cwd.parents:
         raise BadInput(f"{what} {out}: it is / or holds the working directory; expected a "
