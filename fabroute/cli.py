@@ -164,18 +164,20 @@ def _cmd_completion(args) -> int:
 
 
 _resend: threading.Timer | None = None     # a signal put off by _interrupt, sent again soon
+_signalled = False      # _interrupt raised: the command is unwinding from a Ctrl-C / SIGTERM
 
 
 def _interrupt(signum, frame):
     # Raised inside a ctypes callback (llvmlite's object cache, while Numba compiles or loads
     # its cache) a KeyboardInterrupt is printed and dropped ("Exception ignored ..."), not
     # unwound: send the signal again a moment later, back in plain Python code.
-    global _resend
+    global _resend, _signalled
     if _in_llvm_callback(frame):
         if _resend is None or not _resend.is_alive():
             _resend = threading.Timer(0.05, os.kill, (os.getpid(), signum))
             _resend.start()
         return
+    _signalled = True
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -206,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    global _signalled
+    _signalled = False
     # SIGTERM unwinds like Ctrl-C, so that half-built output directories are removed and
     # forked workers stopped (a command that serves, like the controller, sets its own)
     old = ({sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -213,22 +217,12 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
         return args.func(args)
-    except BrokenPipeError:     # before any handler of OSError: not a bad path
-        return _quiet_broken_pipe()
-    except (FabrouteError, KeyError) as e:
-        msg = e.args[0] if e.args else str(e)
-        print(f"fabroute: {msg}", file=sys.stderr)
-        return getattr(e, "exit_code", EXIT_BAD_INPUT)
-    except OSError as e:
-        # the system refused a path or resource the user named (every expected case is
-        # checked first and named in its own words; this is the net under the rest)
-        where = f"{e.filename}: " if e.filename is not None else ""
-        print(f"fabroute: {where}{e.strerror or e}; expected a path or resource this user "
-              "may use", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("fabroute: interrupted; no output was half-written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
+    except Exception as e:
+        # after a Ctrl-C, whatever C code it cut short may raise anything instead
+        # (matplotlib: "ImportError: initialization failed", a pybind11 TypeError)
+        return _interrupted() if _signalled else _failed(e)
     finally:
         if _resend is not None:     # the command ended first: nothing left to interrupt
             _resend.cancel()
@@ -237,11 +231,40 @@ def _main(argv: list[str] | None) -> int:
                 signal.signal(sig, handler)
 
 
+def _failed(e: Exception) -> int:
+    """The exit code of an error (:mod:`tablegen.errors`), its one line printed; anything
+    else is a bug and raised again."""
+    if isinstance(e, BrokenPipeError):      # before OSError: not a bad path
+        return _quiet_broken_pipe()
+    if isinstance(e, (FabrouteError, KeyError)):
+        print(f"fabroute: {e.args[0] if e.args else e}", file=sys.stderr)
+        return getattr(e, "exit_code", EXIT_BAD_INPUT)
+    if isinstance(e, OSError):
+        # the system refused a path or resource the user named (every expected case is
+        # checked first and named in its own words; this is the net under the rest)
+        where = f"{e.filename}: " if e.filename is not None else ""
+        print(f"fabroute: {where}{e.strerror or e}; expected a path or resource this user "
+              "may use", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    raise e
+
+
+def _interrupted() -> int:
+    print("fabroute: interrupted; no output was half-written", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def entry() -> None:
     """The ``fabroute`` program: :func:`main`, then an exit that a late Ctrl-C cannot turn
     into death by signal (the command's work and output are complete by then)."""
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if code == EXIT_INTERRUPTED:
+        # an interrupted command has unwound its outputs; skip the interpreter's finalizers,
+        # which abort on a C extension whose initialisation the Ctrl-C cut short
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
