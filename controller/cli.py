@@ -10,10 +10,12 @@ from tablegen.errors import BadInput
 from tablegen.output import emit, json_option
 from tablegen.limits import (
     DRAIN_S,
+    SETTLE_S,
     drain_option,
     hysteresis_option,
     link_mbit_option,
     poll_option,
+    settle_option,
     split_bits_option,
 )
 
@@ -44,6 +46,17 @@ def add_parsers(sub) -> None:
     sp.add_argument("--fast-failover", action="store_true", help="MIN tables: FAST_FAILOVER "
                     "groups on verified backup ports, so the switches route around a failed "
                     "cable before the controller does")
+    g = sp.add_argument_group("real switches (any datapath ids, any port numbers)")
+    g.add_argument("--lldp", action="store_true", help="learn the cabling with LLDP, map it "
+                   "onto the plan once it has settled and serve each datapath its planned "
+                   "switch's program on its own ports (missing cables: failed links)")
+    g.add_argument("--fabric", metavar="FILE", help="the cabling as a fabric file or "
+                   "ibnetdiscover output (docs/real-fabrics.md) instead of learning it")
+    g.add_argument("--fabric-out", metavar="FILE", help="--lldp: write the learned fabric "
+                   "file here (on the map and on every cable plugged in later)")
+    g.add_argument("--settle", type=settle_option, default=SETTLE_S, metavar="SECONDS",
+                   help=f"--lldp: the cabling is complete after this long without a new "
+                   f"cable, switch or host (default {SETTLE_S})")
     sp.set_defaults(func=cmd_controller)
 
     sp = sub.add_parser("load", help="apply a new table directory to a running controller "
@@ -119,12 +132,28 @@ def cmd_controller(args) -> int:
             check_out_file(getattr(args, opt), f"--{opt}")
     if args.control:
         check_writable(args.control, "--control")
+    if args.fabric_out:
+        check_out_file(args.fabric_out, "--fabric-out")
+    if (args.fabric_out or args.settle != SETTLE_S) and not args.lldp:
+        raise BadInput("controller: --fabric-out and --settle go with --lldp; expected "
+                       "--lldp")
+    if args.lldp and args.fabric:
+        raise BadInput("controller: --lldp learns the cabling, --fabric FILE gives it; "
+                       "expected one of them")
     ts = proven_tables(Path(args.dir))
+    learner = None
+    if args.lldp or args.fabric:
+        from controller.openflow.learn import Learner
+        from tablegen.fabrics.read import load_fabric
+
+        given = load_fabric(args.fabric) if args.fabric else None
+        learner = Learner(ts, args.settle, Path(args.fabric_out) if args.fabric_out
+                          else None, given)
     run(ts, args.listen, Path(args.status) if args.status else None,
         Path(args.log) if args.log else None, tls, adaptive_of(args),
         Path(args.decisions) if args.decisions else None,
         Path(args.control) if args.control else None, args.drain, not args.no_link_repair,
-        args.fast_failover)
+        args.fast_failover, learner)
     return 0
 
 

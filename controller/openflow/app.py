@@ -36,6 +36,8 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
 from controller.openflow.fabric import Fabric, SwitchState, generation_cookie
+from controller.openflow.learn import LLDP_INTERVAL_S
+from controller.openflow.lldp import ETH_LLDP
 from controller.openflow.messages import error_names
 from controller.openflow.update import Links, Update, control_tables
 from controller.tls import dpid_ranges
@@ -54,6 +56,7 @@ class FabrouteApp(app_manager.OSKenApp):
     control = None                        # a listening Unix socket (``--control``), or None
     drain: float = DRAIN_S                # two-phase updates: the old version's drain time
     repair_links: bool = True             # port down/up: route around / restore the cable
+    learner = None                        # real switches: controller.openflow.learn.Learner
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -81,6 +84,13 @@ class FabrouteApp(app_manager.OSKenApp):
             hub.spawn(self._updater)
         if self.control is not None:
             hub.spawn(self._serve_control)
+        self._dps: dict[int, object] = {}     # map mode: every connection, mapped or not
+        self._discovering: set[int] = set()   # datapaths waiting for the map
+        if self.learner is not None:
+            if self.learner.assignment is not None:
+                self.learner.failed(self._links)
+                self.fabric = self.learner.fabric(self._links.target())
+            hub.spawn(self._lldp_loop)
         self._log = None
         if self.fabric is not None and self.fabric.decisions is not None:
             if self.decisions_path:
@@ -95,7 +105,19 @@ class FabrouteApp(app_manager.OSKenApp):
         if why is not None:
             self._refuse(dp, why)
             return
+        if self.learner is not None:
+            self._dps[dp.id] = dp
+            self.learner.seen(dp.id)
+            if self.learner.assignment is None:     # ports, then LLDP: the cabling
+                self._discovering.add(dp.id)
+                dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
+                self._write_status()
+                return
         st = self.fabric.connected(dp.id, dp)
+        if st is None and self.learner is not None:
+            self._refuse(dp, f"refused datapath {dp.id:016x}: not a switch of the mapped "
+                         f"fabric ({len(self.learner.assignment.switch)} datapaths)")
+            return
         if st is None:
             why = (f"refused datapath {dp.id:016x}: not a switch of {self.fabric.topo.name()} "
                    f"(expected dpid 1..{self.fabric.topo.n_switches})")
@@ -110,6 +132,8 @@ class FabrouteApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def _port_desc(self, ev):
         dp = ev.msg.datapath
+        if self.learner is not None and self._lldp_ports(ev.msg):
+            return
         st = self.fabric.current(dp.id, dp)
         if st is None or dp.id not in self._ports:
             return
@@ -124,6 +148,9 @@ class FabrouteApp(app_manager.OSKenApp):
             return
         if self.fabric.decisions is not None:
             self.fabric.decisions.port_speeds(st.switch, ports)
+        if self.learner is not None:
+            self._port_list(dp, ports)
+            self._probe(dp)
         missing = self.fabric.missing_ports(st.switch, [p.port_no for p in ports])
         self.logger.info("switch %d ports match%s; reading its tables", st.switch,
                          f" (cables not plugged yet: ports {missing})" if missing else "")
@@ -174,6 +201,12 @@ class FabrouteApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def _dead(self, ev):
         dp = ev.datapath
+        if dp.id is not None and self.learner is not None and dp.id in self._discovering \
+                and self._dps.get(dp.id) is dp:
+            self._discovering.discard(dp.id)
+            self._dps.pop(dp.id, None)
+            self.learner.cabling.gone(dp.id)
+            self.logger.warning("datapath %016x disconnected before the map", dp.id)
         if dp.id is None or self.fabric.switch_of(dp.id) is None:
             return
         st = self.fabric.disconnected(dp.id, dp)
@@ -181,6 +214,9 @@ class FabrouteApp(app_manager.OSKenApp):
             self.logger.info("switch %d (dpid %016x): a replaced connection closed; the "
                              "current one stays", self.fabric.switch_of(dp.id), dp.id)
             return
+        if self.learner is not None:
+            self.learner.cabling.gone(dp.id)
+            self._dps.pop(dp.id, None)
         self.logger.warning("switch %d (dpid %016x) disconnected", st.switch, dp.id)
         self._reads.pop(dp.id, None)
         self._ports.pop(dp.id, None)
@@ -360,12 +396,16 @@ class FabrouteApp(app_manager.OSKenApp):
     def _port_status(self, ev):
         m = ev.msg
         dp, d, o = m.datapath, m.desc, m.datapath.ofproto
+        up = (m.reason != o.OFPPR_DELETE and not d.state & o.OFPPS_LINK_DOWN
+              and not d.config & o.OFPPC_PORT_DOWN)
+        if self.learner is not None and self._dps.get(dp.id) is dp:
+            if self.learner.cabling.port(dp.id, d.port_no, up, d.hw_addr) and up:
+                self._probe(dp, d.port_no)          # a new cable is heard at once
         st = self.fabric.current(dp.id, dp)
         if st is None or not self.repair_links or self._rewiring:
             return          # (cables move while a renumbering update runs: not failures)
-        up = (m.reason != o.OFPPR_DELETE and not d.state & o.OFPPS_LINK_DOWN
-              and not d.config & o.OFPPC_PORT_DOWN)
-        if self._links.port(st.switch, d.port_no, up):
+        port = self.fabric.plan_port(st.switch, d.port_no)
+        if port is not None and self._links.port(st.switch, port, up):
             self.logger.warning("switch %d port %d %s: failed cables now %s", st.switch,
                                 d.port_no, "up" if up else "down",
                                 sorted(self._links.failed()) or "none")
@@ -540,6 +580,119 @@ class FabrouteApp(app_manager.OSKenApp):
         st["updating"] = self._updating
         st["held"] = self._resume is not None
         st["failed_links"] = sorted(map(list, self._links.failed())) if self._links else []
+        if self.learner is not None:
+            st["cabling"] = self.learner.status()
         tmp = self.status_path.with_name(self.status_path.name + f".tmp-{os.getpid()}")
         tmp.write_text(json.dumps(st))
         os.replace(tmp, self.status_path)
+
+    # -- real switches: LLDP, the map --------------------------------------------------------
+    def _lldp_ports(self, m) -> bool:
+        """A port list of a datapath waiting for the map (True: handled here): its ports to
+        the cabling, the discovery entries, LLDP out of every port."""
+        dp = m.datapath
+        if dp.id not in self._discovering or self._dps.get(dp.id) is not dp:
+            return False
+        r = self._ports.setdefault(("discover", dp.id), [])
+        r += m.body
+        if m.flags & dp.ofproto.OFPMPF_REPLY_MORE:
+            return True
+        ports = self._ports.pop(("discover", dp.id))
+        self._port_list(dp, ports)
+        for x in self.learner.discovery(self.fabric.cookie):
+            x.datapath = dp
+            dp.send_msg(x)
+        self._probe(dp)
+        self._write_status()
+        return True
+
+    def _port_list(self, dp, ports) -> None:
+        o = dp.ofproto
+        self.learner.cabling.switch(dp.id, [
+            (p.port_no, not (p.state & o.OFPPS_LINK_DOWN or p.config & o.OFPPC_PORT_DOWN),
+             p.hw_addr) for p in ports])
+
+    def _probe(self, dp, only: int | None = None) -> None:
+        """LLDP out of every up port of ``dp`` (or port ``only``)."""
+        p, o = dp.ofproto_parser, dp.ofproto
+        for port, data in self.learner.probes(dp.id, only):
+            dp.send_msg(p.OFPPacketOut(dp, o.OFP_NO_BUFFER, o.OFPP_CONTROLLER,
+                                       [p.OFPActionOutput(port, 0)], data))
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev):
+        m = ev.msg
+        dp = m.datapath
+        if self.learner is None or self._dps.get(dp.id) is not dp:
+            return
+        in_port = m.match.get("in_port")
+        data = bytes(m.data)
+        if len(data) < 14 or in_port is None:
+            return
+        if int.from_bytes(data[12:14], "big") != ETH_LLDP:
+            if self.learner.cabling.host_in(dp.id, in_port, ":".join(
+                    f"{b:02x}" for b in data[6:12])):
+                self._write_status()
+            return
+        cable = self.learner.cabling.lldp_in(dp.id, in_port, data)
+        if cable is None:
+            return
+        self.logger.info("LLDP: cable %016x port %d - %016x port %d", cable[0][0],
+                         cable[0][1], cable[1][0], cable[1][1])
+        if self.learner.assignment is None or self.learner.assignment.known(*cable):
+            return
+        fits = self.learner.appeared(cable, self._links)
+        if fits is None:
+            self.logger.warning("LLDP: the cable %016x port %d - %016x port %d fits no "
+                                "missing cable of the plan; left unused", cable[0][0],
+                                cable[0][1], cable[1][0], cable[1][1])
+            return
+        self.logger.warning("LLDP: planned cable %s plugged in; restoring its tables", fits)
+        self._updates.put(("links", f"cable {fits[0]}-{fits[2]} plugged in", time.time(),
+                           None))
+
+    def _lldp_loop(self):
+        while True:
+            hub.sleep(LLDP_INTERVAL_S)
+            try:
+                for dp in list(self._dps.values()):
+                    self._probe(dp)
+                if self.learner.ready():
+                    self._map()
+            except Exception:        # never the end of LLDP; logged (rate-limited)
+                self.logger.exception("LLDP round failed")
+
+    def _map(self):
+        """The cabling has settled: map it, serve the mapped datapaths their programs
+        (degraded where cables are missing), refuse the others in one line each."""
+        a = self.learner.learn()
+        if a is None:
+            self.logger.error("the learned cabling does not fit %s: %s; nothing installed",
+                              self.fabric.topo.name(), self.learner.error)
+            self._write_status()
+            return
+        act = a.match.to_dict()
+        self.logger.warning("cabling learned: %d switches, map by %s; missing %d, moved %d, "
+                            "extra %d cables; failed links %s", len(a.switch), a.by,
+                            len(act["missing"]), len(act["moved"]), len(act["extra"]),
+                            a.failed_pairs() or "none")
+        self.learner.failed(self._links)
+        self.fabric = self.learner.fabric(self._links.target(),
+                                          fast_failover=self.fabric.fast_failover)
+        for d in sorted(self._discovering):
+            dp = self._dps[d]
+            st = self.fabric.connected(d, dp)
+            why = None if st is None else self.fabric.check_ports(
+                st.switch, sorted(self.learner.cabling.ports.get(d, {})))
+            if st is None or why is not None:
+                for x in self.learner.undiscovery():        # nothing stays installed
+                    x.datapath = dp
+                    dp.send_msg(x)
+                if st is not None:
+                    self.fabric.refuse(d)
+                self._refuse(dp, f"refused datapath {d:016x}: " + (
+                    why or "the map of the cabling leaves it no planned switch"))
+                continue
+            self._read(dp)
+        self._discovering.clear()
+        self._write_status()

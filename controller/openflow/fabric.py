@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from controller.openflow import messages as msg
+from controller.openflow.lldp import LLDP_FLOW
+from controller.openflow.portmap import translate
 from tablegen.exports.openflow import (
     DECIDE_PRIORITY,
     SPLIT_BITS,
@@ -84,16 +86,22 @@ class Fabric:
     """Decisions for one table set.  ``program`` records are computed once per switch."""
 
     def __init__(self, ts: TableSet, split_bits: int = SPLIT_BITS, version: int = 0,
-                 fast_failover: bool = False, dpids=None, addresses=None):
+                 fast_failover: bool = False, dpids=None, addresses=None, ports=None,
+                 lldp: bool = False):
         self.ts = ts
         self.topo = ts.topo
         self.cookie = generation_cookie(ts)
         self.plan_ = plan(ts, split_bits, fast_failover, addresses)
         # the datapath id of every switch: switch + 1, or the physical switch's own after a
         # relabelling (DSN-F p -> p + 1: switches keep their datapaths, tables renumber them)
+        # (None: a planned switch no datapath is mapped to yet — a learned fabric)
         self.dpids = [dpid(u) for u in range(ts.topo.n_switches)] if dpids is None \
-            else [int(d) for d in dpids]
-        self._switch_of = {d: u for u, d in enumerate(self.dpids)}
+            else [None if d is None else int(d) for d in dpids]
+        self._switch_of = {d: u for u, d in enumerate(self.dpids) if d is not None}
+        # real switches (controller.openflow.portmap): per planned switch, planned port ->
+        # the datapath's own; None: the datapaths number their ports as the plan does
+        self.ports = ports
+        self.lldp = lldp           # every program sends LLDP frames to the controller
         self.split_bits = split_bits
         self.fast_failover = fast_failover
         # switches a growth update added: they connect before their cables are plugged
@@ -113,14 +121,25 @@ class Fabric:
         never guess)."""
         return self._switch_of.get(int(dpid))
 
-    def dpid_of(self, switch: int) -> int:
+    def dpid_of(self, switch: int) -> int | None:
         return self.dpids[switch]
+
+    def plan_port(self, switch: int, port: int) -> int | None:
+        """The planned port number of the datapath's ``port`` (``None``: a port the map does
+        not use — spare, or a cable that fits no planned one)."""
+        if self.ports is None:
+            return port
+        return next((pp for pp, fp in self.ports.get(switch, {}).items() if fp == port), None)
 
     def program(self, switch: int) -> Program:
         """The switch's program, with the current decisions of an adaptive UGAL-L."""
         if switch not in self._programs:
             shares = self.decisions.shares(switch) if self.decisions is not None else None
             prog = program(self.plan_, switch, shares, self.version)
+            if self.ports is not None:
+                prog = translate(prog, self.ports.get(switch, {}))
+            if self.lldp:
+                prog = replace(prog, flows=prog.flows + (LLDP_FLOW,))
             self._programs[switch] = replace(prog, dpid=self.dpids[switch])
         return self._programs[switch]
 
@@ -186,7 +205,11 @@ class Fabric:
         the tables number them."""
         hs = int(self.topo.hosts[switch])
         net = {hs + 1 + int(j) for j in (self.topo.adj[switch] >= 0).nonzero()[0]}
-        return set(range(1, hs + 1)), net
+        host = set(range(1, hs + 1))
+        if self.ports is not None:
+            own = self.ports.get(switch, {})
+            return {own[p] for p in host if p in own}, {own[p] for p in net}
+        return host, net
 
     def check_ports(self, switch: int, ports) -> str | None:
         """``None`` when the datapath's ports (reserved ones ignored) fit the fabric: host
@@ -198,7 +221,9 @@ class Fabric:
         have = {int(p) for p in ports if int(p) < 0xFF00}
         host, net = self.expected_ports(switch)
         failed = self._failed_ports(switch)
-        extra = sorted(have - net - host - failed)
+        # a mapped real switch may have spare ports and cables that fit no planned one: the
+        # map says which ports the program uses, the others carry nothing
+        extra = [] if self.ports is not None else sorted(have - net - host - failed)
         missing = [] if switch in self.awaiting else sorted(net - have)
         if not missing and not extra:
             return None
@@ -222,8 +247,12 @@ class Fabric:
 
             self._intact = rebuilt_topology(self.topo, intact=True)
         hs = int(self.topo.hosts[switch])
-        return {hs + 1 + int(j) for j in np.flatnonzero(
+        out = {hs + 1 + int(j) for j in np.flatnonzero(
             (self._intact.adj[switch] >= 0) & (self.topo.adj[switch] < 0))}
+        if self.ports is not None:
+            own = self.ports.get(switch, {})
+            return {own[p] for p in out if p in own}
+        return out
 
     def check_certificate(self, dpid: int, ranges: list[tuple[int, int]] | None) -> str | None:
         """``None`` when a datapath may claim ``dpid``: always over plain TCP (``ranges`` is

@@ -37,22 +37,31 @@ ECHO_UNANSWERED = 3
 LOG_BURST, LOG_KIND_BURST, LOG_PERIOD = 5, 50, 60.0
 
 
-def fabric_of(table_set, adaptive: dict | None = None, fast_failover: bool = False):
+def fabric_of(table_set, adaptive: dict | None = None, fast_failover: bool = False,
+              learner=None):
     """The controller's :class:`~controller.openflow.fabric.Fabric` of ``table_set``; tables the
     pipeline cannot express (more than 8 VCs, VIDs or MACs out of plan, split bits beyond the
     L4 source port) are bad input: :class:`~tablegen.errors.BadInput` with OpenFlow's one-line
     reason.  ``adaptive`` (``poll``, ``link_bps``, ``split_bits``, ``hysteresis``, ``view``): UGAL-L
-    tables get adaptive decisions; other routings have none to make."""
+    tables get adaptive decisions; other routings have none to make.  ``learner``
+    (:class:`controller.openflow.learn.Learner`): real switches, mapped by LLDP or a fabric
+    file (adaptive decisions are not offered there)."""
 
     from controller.openflow.fabric import Fabric
     from tablegen.exports.openflow import SPLIT_BITS
     from tablegen.routing.adaptive import AdaptiveParams
 
     try:
-        fabric = Fabric(table_set, (adaptive or {}).get("split_bits", SPLIT_BITS),
-                        fast_failover=fast_failover)
+        if learner is not None:
+            fabric = learner.fabric(table_set, fast_failover=fast_failover)
+        else:
+            fabric = Fabric(table_set, (adaptive or {}).get("split_bits", SPLIT_BITS),
+                            fast_failover=fast_failover)
     except NotExpressible as e:
         raise BadInput(f"controller: {e}") from None
+    if learner is not None and adaptive is not None and fabric.plan_.decide is not None:
+        raise BadInput("controller: --lldp/--fabric serve real switches with static "
+                       "decisions only; expected --static with UGAL-L tables")
     if adaptive is not None and fabric.plan_.decide is not None:
         params = AdaptiveParams(split_bits=adaptive["split_bits"],
                                 hysteresis=adaptive["hysteresis"],
@@ -164,7 +173,7 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         log_file: Path | None = None, tls=None, adaptive: dict | None = None,
         decisions: Path | None = None, control: Path | None = None,
         drain: float | None = None, repair_links: bool = True,
-        fast_failover: bool = False) -> None:
+        fast_failover: bool = False, learner=None) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
     SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
     :class:`controller.tls.Pki`) is given; UGAL-L with adaptive decisions (``adaptive``, see
@@ -172,9 +181,10 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     over the Unix socket ``control`` (``fabroute load``), two-phase ones waiting ``drain``
     seconds, and cables routed around / restored on port down / up unless not
     ``repair_links``; FAST_FAILOVER groups on verified backup ports with
-    ``fast_failover``.  Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before
-    anything listens."""
-    fabric = fabric_of(table_set, adaptive, fast_failover)
+    ``fast_failover``; real switches (any datapath ids and port numbers) mapped by
+    ``learner`` (:class:`controller.openflow.learn.Learner`).  Never returns.  Refuses
+    (:func:`fabric_of`, :func:`bind`) before anything listens."""
+    fabric = fabric_of(table_set, adaptive, fast_failover, learner)
     host, _, port = listen.rpartition(":")
     ctl = bind_control(control) if control is not None else None
     server = bind(host, int(port))
@@ -214,6 +224,7 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     FabrouteApp.decisions_path = decisions
     FabrouteApp.control = GreenSocket(ctl) if ctl is not None else None
     FabrouteApp.repair_links = repair_links
+    FabrouteApp.learner = learner
     if drain is not None:
         FabrouteApp.drain = drain
 
@@ -227,6 +238,10 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     log = logging.getLogger("fabroute")
     log.info("serving %s %s on %s (cookie 0x%016x)", table_set.routing,
              table_set.topo.name(), listen, fabric.cookie)
+    if learner is not None:
+        log.info("real switches: %s", "map of the fabric file (%d datapaths)" % len(
+            learner.assignment.switch) if learner.given is not None else
+            "cabling learned by LLDP (settled after %.1f s without news)" % learner.settle)
     if fabric.decisions is not None:
         d = fabric.decisions
         log.info("adaptive UGAL-L: statistics every %.2f s, shares in steps of 1/%d per "

@@ -54,6 +54,8 @@ def actions(acts) -> list:
             out.append(parser.OFPActionPopVlan())
         elif kind == "set_field":
             out.append(parser.OFPActionSetField(**{a[1]: a[2]}))
+        elif kind == "output" and a[1] == "controller":     # the whole frame (LLDP)
+            out.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER))
         elif kind == "output":
             port = ofp.OFPP_IN_PORT if a[1] == "in_port" else a[1]
             out.append(parser.OFPActionOutput(port, 0))

@@ -94,8 +94,15 @@ class Update:
         dpids = addresses = None
         if relabel is not None:
             dpids, addresses = _renumbered(old, new, self.map)
+        elif old.ports is not None:      # real switches: they keep their ids and ports
+            if new.topo.n_switches != n_old:
+                raise ValueError(f"update {old.topo.name()} -> {new.topo.name()}: a fabric of "
+                                 "mapped real switches cannot grow")
+            dpids = old.dpids
         self.new = Fabric(new, old.split_bits, version=version,
-                          fast_failover=old.fast_failover, dpids=dpids, addresses=addresses)
+                          fast_failover=old.fast_failover, dpids=dpids, addresses=addresses,
+                          ports=old.ports if relabel is None else None,
+                          lldp=old.lldp)
         # the switches growth adds connect before their cables (docs/updates.md)
         self.new.awaiting = set(range(old.topo.n_switches, new.topo.n_switches))
         if mode != "ordered" and not (self.new.plan_.versions and old.plan_.versions):
