@@ -36,7 +36,7 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
 from controller.openflow.fabric import Fabric, SwitchState, generation_cookie
-from controller.openflow.learn import LLDP_INTERVAL_S
+from controller.openflow.learn import LLDP_INTERVAL_S, LLDP_MAPPED_S
 from controller.openflow.lldp import ETH_LLDP
 from controller.openflow.messages import error_names
 from controller.openflow.update import Links, Update, control_tables
@@ -652,11 +652,15 @@ class FabrouteApp(app_manager.OSKenApp):
                            None))
 
     def _lldp_loop(self):
+        last = 0.0
         while True:
             hub.sleep(LLDP_INTERVAL_S)
             try:
-                for dp in list(self._dps.values()):
-                    self._probe(dp)
+                period = LLDP_INTERVAL_S if self.learner.assignment is None else LLDP_MAPPED_S
+                if time.monotonic() - last >= period:
+                    last = time.monotonic()
+                    for dp in list(self._dps.values()):
+                        self._probe(dp)
                 if self.learner.ready():
                     self._map()
             except Exception:        # never the end of LLDP; logged (rate-limited)

@@ -25,9 +25,12 @@ from tablegen.fabrics.fabric import Fabric as CabledFabric
 from tablegen.limits import SETTLE_S
 from tablegen.tables import TableSet
 
-__all__ = ["Learner", "SETTLE_S", "LLDP_INTERVAL_S"]
+__all__ = ["LLDP_INTERVAL_S", "LLDP_MAPPED_S", "Learner", "SETTLE_S"]
 
-LLDP_INTERVAL_S = 1.0    # LLDP out of every port this often (a cable plugged later is heard)
+# LLDP out of every port this often while the cabling is learned, and once it is mapped
+# (a port that comes up is probed at once: the period only catches what no event reports)
+LLDP_INTERVAL_S = 1.0
+LLDP_MAPPED_S = 5.0
 
 
 class Learner:

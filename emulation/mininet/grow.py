@@ -144,7 +144,13 @@ def add_cables(fnet: FabricNet, rows) -> dict:
     if bad:
         raise BadInput(f"add_cables: {bad[:3]} are not links (a, port_a, b, port_b) of "
                        f"{fnet.topo.name()}")
-    ends = [(f"{fnet.bridges[a]}-eth{pa}", f"{fnet.bridges[b]}-eth{pb}") for a, pa, b, pb in rows]
+    # (a net wired like a real fabric: the switches' own port numbers; the cable is no longer
+    # left out)
+    rows_of = [(a, fnet.ofport(a, pa), b, fnet.ofport(b, pb)) for a, pa, b, pb in rows]
+    if fnet.wiring is not None:
+        fnet.wiring.left_out = [c for c in fnet.wiring.left_out if c not in rows]
+    ends = [(f"{fnet.bridges[a]}-eth{pa}", f"{fnet.bridges[b]}-eth{pb}")
+            for a, pa, b, pb in rows_of]
     present = set(os.listdir("/sys/class/net"))
     dup = [x for e in ends for x in e if x in present]
     if dup:
@@ -158,14 +164,14 @@ def add_cables(fnet: FabricNet, rows) -> dict:
     times = {"veths": time.monotonic()}
     want = {}
     cmd = ["ovs-vsctl", "--timeout=120"]
-    for (a, pa, b, pb), (x, y) in zip(rows, ends):
+    for (a, pa, b, pb), (x, y) in zip(rows_of, ends):
         for s, p, name in ((a, pa, x), (b, pb, y)):
             want[name] = p
             cmd += ["--", "add-port", fnet.bridges[s], name, "--", "set", "Interface", name,
                     f"ofport_request={p}", f"mtu_request={SWITCH_MTU}"]
     _run(cmd)
     times["ports"] = time.monotonic()
-    for a, pa, b, pb in rows:                       # Mininet's view (no commands)
+    for a, pa, b, pb in rows_of:                    # Mininet's view (no commands)
         fnet.net.addLink(fnet.bridges[a], fnet.bridges[b], port1=pa, port2=pb)
     _check_ofports(want)
     return times
@@ -194,7 +200,8 @@ def set_link(fnet: FabricNet, a: int, b: int, up: bool) -> float:
     if not cables:
         raise BadInput(f"set_link: switches {a} and {b} are not linked in {fnet.topo.name()}")
     state = "up" if up else "down"
-    _ip_batch([f"link set dev {fnet.bridges[s]}-eth{p} {state}" for x, px, y, py in cables
+    _ip_batch([f"link set dev {fnet.bridges[s]}-eth{fnet.ofport(s, p)} {state}"
+               for x, px, y, py in cables
                for s, p in ((x, px), (y, py))], fnet.workdir, f"link-{a}-{b}")
     return time.monotonic()
 

@@ -276,6 +276,13 @@ class FabricNet:
     ovs_sndbuf: int | None = None
     #: hosts built with TX checksum offload off (``kernel_sockets``); hosts added later match
     kernel_sockets: bool = False
+    #: a real fabric's look (:class:`~emulation.mininet.topo.Wiring`): other datapath ids
+    #: and port numbers, cables left out; ``None``: the plan's
+    wiring: object = None
+
+    def ofport(self, s: int, p: int) -> int:
+        """The OpenFlow port number of switch ``s``'s planned port ``p``."""
+        return p if self.wiring is None else self.wiring.port(s, p)
 
     def bridge(self, s: int) -> str:
         return self.bridges[s]
@@ -293,7 +300,7 @@ class FabricNet:
     def switch_ports(self, s: int) -> list[int]:
         """OpenFlow port numbers of switch ``s`` that have an interface (emulated hosts'
         ports, then network ports)."""
-        return _switch_ports(self.topo, s, self.hosts)
+        return _switch_ports(self.topo, s, self.hosts, self.wiring)
 
     def switch_port_names(self) -> list[str]:
         """Every switch-side interface (``<bridge>-eth<port>``): the ports that shaping caps."""
@@ -331,10 +338,13 @@ def link_group(prefix: str) -> int:
     return 0x0FAB0000 | (zlib.crc32(prefix.encode()) & 0xFFFF)
 
 
-def _switch_ports(topo: Topology, s: int, hosts: np.ndarray) -> list[int]:
+def _switch_ports(topo: Topology, s: int, hosts: np.ndarray, wiring=None) -> list[int]:
     hp = hosts[hosts[:, 1] == s, 2].tolist()
     net = (topo.hosts[s] + 1 + np.flatnonzero(topo.adj[s] >= 0)).tolist()
-    return hp + net
+    if wiring is None:
+        return hp + net
+    gone = {(x, px) for a, pa, b, pb in wiring.left_out for x, px in ((a, pa), (b, pb))}
+    return [wiring.port(s, p) for p in hp + net if (s, p) not in gone]
 
 
 def _del_veths(names: list[str]) -> None:
@@ -393,7 +403,8 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
               kernel_sockets: bool = False,
               workers: int = 8, tls: tuple[str, str, str] | None = None,
               link_mbit: float | None = None,
-              queue_packets: int = shaping.DEFAULT_QUEUE_PACKETS) -> FabricNet:
+              queue_packets: int = shaping.DEFAULT_QUEUE_PACKETS,
+              wiring=None) -> FabricNet:
     """Build and start the emulation (see the module doc); the caller must :meth:`~FabricNet.
     stop` it — use :func:`emulate`.  ``controller_port=None``: bridges without a controller
     (tables from files); otherwise a ``RemoteController`` at ``controller_ip:port`` (the
@@ -406,7 +417,9 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
     to the (absent) hardware, and the receiving kernel drops it; frames built whole (the
     probes, :mod:`emulation.mininet.traffic`) need no such thing.  ``link_mbit``: every
     switch egress port capped at that many Mbit/s with a ``queue_packets``-packet queue
-    (:mod:`emulation.mininet.shaping`; ``None``: no shaping)."""
+    (:mod:`emulation.mininet.shaping`; ``None``: no shaping).  ``wiring``
+    (:class:`~emulation.mininet.topo.Wiring`): random datapath ids, permuted port numbers,
+    cables left out — a net that looks like a real fabric (``controller --lldp``)."""
     tx_off = tcp or kernel_sockets
     tools = ["ovs-vsctl", "ovs-ofctl", "ovs-appctl", "mnexec", "ip"] + (["ethtool"] if tx_off
                                                                         else [])
@@ -422,7 +435,7 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
         cleanup_leftovers(prefix, None)
     times = {"ovs_ready": t_ovs}
     t0 = time.perf_counter()
-    ft = FabricTopo(topo, hosts_per_switch=hosts_per_switch, prefix=prefix)
+    ft = FabricTopo(topo, hosts_per_switch=hosts_per_switch, prefix=prefix, wiring=wiring)
     hosts = ft.hosts_table
     bridges = [switch_name(s, prefix) for s in range(topo.n_switches)]
     switch_cls = partial(FabricSwitch, datapath="user", protocols="OpenFlow13",
@@ -434,7 +447,7 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
                   waitConnected=False)
     fnet = FabricNet(topo, net, prefix, hosts, controller_port, ft.macs, ft.ips, bridges,
                      times=times, workdir=tempfile.mkdtemp(prefix="fabroute-emu-"),
-                     kernel_sockets=tx_off)
+                     kernel_sockets=tx_off, wiring=wiring)
     try:
         if tls is not None:
             _run(["ovs-vsctl", "set-ssl", *tls])
@@ -559,7 +572,7 @@ def _check_ports(fnet: FabricNet) -> None:
     got = {row[0]: row[1] for row in json.loads(out)["data"]}
     bad = []
     for s in range(fnet.topo.n_switches):
-        for p in _switch_ports(fnet.topo, s, fnet.hosts):
+        for p in fnet.switch_ports(s):
             name = f"{fnet.bridges[s]}-eth{p}"
             if got.get(name) != p:
                 bad.append(f"{name}: ofport {got.get(name)}")
