@@ -49,6 +49,31 @@ def topology_of(spec: str, fail: str | None = None) -> Topology:
     return without_links(topo, parse_failures(fail))
 
 
+def bound_topology(args):
+    """``(topology, binding)`` that ``tables`` and ``ib export`` compute on: ``args.spec``
+    (with ``--fail``), or with ``--fabric`` the plan without the cables that fabric lacks
+    and the fabric's binding (:func:`tablegen.fabrics.bind.bind`; bad input when it does
+    not map)."""
+    if getattr(args, "fabric", None) is None:
+        return topology_of(args.spec, getattr(args, "fail", None)), None
+    if getattr(args, "fail", None):
+        raise BadInput(f"--fail {args.fail} with --fabric: expected one of them (the "
+                       "fabric's absent cables are its failed links)")
+    from tablegen.fabrics.bind import bind
+    from tablegen.fabrics.read import load_fabric
+
+    binding, topo = bind(load_fabric(args.fabric), topology_of(args.spec))
+    return topo, binding
+
+
+def fabric_option(sp) -> None:
+    """``--fabric FABRIC``: tables for a fabric as cabled (docs/real-fabrics.md)."""
+    sp.add_argument("--fabric", metavar="FABRIC", help="route the fabric as cabled (a "
+                    "fabric.json or ibnetdiscover output): mapped onto SPEC from its cabling, "
+                    "the planned cables it lacks failed, its GUIDs and port numbers in the "
+                    "IB files, the fabric bound in the manifest (docs/real-fabrics.md)")
+
+
 def _tables(topo: Topology, args):
     """The tables of ``args.routing`` (a name of :mod:`tablegen.routing.names`, e.g.
     ``ugal-l-3h``, with ``args.nonmin`` its other spelling) on ``topo``."""
@@ -133,12 +158,13 @@ def verified_tables(topo: Topology, args, con, cmd: str):
 
 
 def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
-                  into: Path | None = None, force: bool = False):
+                  into: Path | None = None, force: bool = False, binding=None):
     """Build, verify and write one routing (``args.routing``) into ``out`` (or, in a batch,
     into ``into``, the new directory that becomes ``out`` with the whole batch): what a
     forked worker of ``fabroute tables`` runs.  Returns a JSON-able summary; a table set that
     fails verification is not written (``verified`` false, its errors listed).  ``force``:
-    ``out`` may replace a fabroute output of another kind."""
+    ``out`` may replace a fabroute output of another kind; ``binding``: the fabric the set
+    is bound to (:func:`bound_topology`)."""
     t0 = time.perf_counter()
     ts, rep = build_and_verify(topo, args)
     t1 = time.perf_counter()
@@ -147,7 +173,7 @@ def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
     if not rep.ok:
         return dict(res, errors=rep.errors)
     files, skipped = write_table_set(ts, rep, into or out, formats, jobs=jobs,
-                                     into=into is not None, force=force)
+                                     into=into is not None, force=force, binding=binding)
     if "ib" in formats and "ib" not in skipped:
         man = json.loads(((into or out) / "manifest.json").read_text())
         if man["exports"]["ib"].get("min_only"):
@@ -159,7 +185,8 @@ def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
 
 
 def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None, vcs=None,
-                   jobs: int = 1, done=None, force: bool = False) -> list[dict]:
+                   jobs: int = 1, done=None, force: bool = False,
+                   binding=None) -> list[dict]:
     """:func:`table_set_job` for each of ``routings`` into ``out / routing``, ``jobs``
     routings and formats at a time in forked processes (:mod:`tablegen.forked`: once a
     routing is verified its formats are jobs of their own; a single routing writes ``out``
@@ -176,7 +203,7 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
 
     if len(routings) == 1:
         ns = argparse.Namespace(routing=routings[0], nonmin=nonmin, vcs=vcs)
-        res = table_set_job(topo, ns, out, formats, jobs, force=force)
+        res = table_set_job(topo, ns, out, formats, jobs, force=force, binding=binding)
         if done is not None:
             done(res)
         return [res]
@@ -184,7 +211,7 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
     with replaced_dir(out, kind="batch", force=force) as tmp:
         tasks = [functools.partial(table_set_job, topo,
                                    argparse.Namespace(routing=r, nonmin=nonmin, vcs=vcs),
-                                   out / r, formats, jobs, tmp / r)
+                                   out / r, formats, jobs, tmp / r, binding=binding)
                  for r in routings]
         results = run_forked(tasks, jobs, None if done is None else lambda _i, r: done(r))
         (tmp / "routings.json").write_text(json.dumps(
@@ -211,7 +238,7 @@ def cmd_tables(args) -> int:
         raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
     check_out_dir(args.out, kind="batch" if len(routings) > 1 else "table-set",
                   force=args.force)
-    topo = topology_of(args.spec, args.fail)
+    topo, binding = bound_topology(args)
     for r in routings:
         try:
             check_routing(topo.kind, *resolve(r, args.nonmin), degraded="fail" in topo.params)
@@ -238,7 +265,7 @@ def cmd_tables(args) -> int:
     con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats}"
             + (f" ({jobs} workers)" if len(routings) > 1 and jobs > 1 else "") + "…")
     write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
-                   vcs=args.vcs, jobs=jobs, done=done, force=args.force)
+                   vcs=args.vcs, jobs=jobs, done=done, force=args.force, binding=binding)
     return status
 
 
@@ -573,6 +600,7 @@ def add_parsers(sub) -> None:
     sp.add_argument("--fail", metavar="A:B[,C:D...]", help="tables for the fabric without "
                     "the cables between these switch pairs (ids as in `fabroute topology SPEC "
                     "--json`), still verified")
+    fabric_option(sp)
     sp.add_argument("--jobs", type=jobs_option, help="worker processes: routings (or one "
                     "routing's formats) written side by side, 1.."
                     f"{MAX_JOBS} (default: the CPUs available)")

@@ -37,6 +37,7 @@ class Binding:
     port: list[dict[int, int]]
     failed: list[tuple[int, int]]
     summary: dict
+    fabric: Fabric | None = None    # the fabric it binds (not part of the map file)
 
     def port_array(self, width: int) -> np.ndarray:
         """``int64[S, width]``: fabric port of every planned port ``< width`` (port 0, the
@@ -110,7 +111,7 @@ def bind(fabric: Fabric, topo: Topology) -> tuple[Binding, Topology]:
     for g, pm in r.port.items():
         for q, p in pm.items():
             port[r.switch[g]][p] = q
-    b = Binding(switch, host, port, [], {})
+    b = Binding(switch, host, port, [], {}, fabric)
     failed = sorted({(min(s, t), max(s, t)) for s, ps, t, pt in absent_cables(b, fabric, topo)})
     b.failed = failed
     b.summary = {"switches": n, "hosts": topo.n_hosts, "cables": len(fabric.cables),
