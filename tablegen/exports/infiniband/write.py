@@ -394,6 +394,14 @@ def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers, binding=None) -> C
     width = [int(topo.hosts[s]) + r if binding is None else
              int(binding.fabric.switches[binding.switch[s]]["ports"]) for s in range(n)]
     P = max(width, default=0)
+    if binding is not None:
+        busy: dict[str, set] = {g: set() for g in binding.switch}
+        for (a, pa), (b, pb) in binding.fabric.cables:
+            busy[a].add(pa)
+            busy[b].add(pb)
+        for d in binding.fabric.hosts.values():
+            busy[d["switch"]].add(d["port"])
+        linked = {g: np.array(sorted(v), dtype=np.int64) for g, v in busy.items()}
     # rows as (in * (P + 1) + out) * V + vector id; each distinct row text rendered once
     # (the path scheme has a handful of vectors, the turn scheme up to one per row)
     keys = []
@@ -408,7 +416,9 @@ def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers, binding=None) -> C
         fslot[own[own >= 0]] = slot[own >= 0]
         plan_outs = np.concatenate([np.arange(1, hs + 1),
                                     hs + 1 + np.flatnonzero(topo.adj[s] >= 0)])
-        outs = pm[s][plan_outs]
+        # a fabric's every linked port: OpenSM programs the SL2VL of each, also of the
+        # cables the tables route around
+        outs = pm[s][plan_outs] if binding is None else linked[binding.switch[s]]
         ins = np.arange(width[s] + 1)
         v = vid[s][fslot[ins][:, None], fslot[outs][None, :]]
         keys.append(((ins[:, None] * (P + 1) + outs[None, :]) * V + v).T.ravel())
