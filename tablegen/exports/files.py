@@ -105,7 +105,8 @@ def load_tables_json(path, topo: Topology) -> TableSet:
 # all formats
 # ---------------------------------------------------------------------------------------------
 def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int = 1,
-               lft_comments: bool | None = None, atomic: bool = True) -> dict[str, list[str]]:
+               lft_comments: bool | None = None, atomic: bool = True,
+               openflow_profile: str = "ovs") -> dict[str, list[str]]:
     """Write every requested format into ``outdir``; returns the written paths per format.
 
     All formats are planned (and every :class:`NotExpressible` raised) before the first file is
@@ -113,7 +114,8 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
     atomically (``<name>.tmp-<pid>``, then ``os.replace``) unless ``atomic=False``: then it
     is written in place, for an ``outdir`` that is itself renamed into place once complete
     (``fabroute tables`` does that; a rename per file costs 0.15 ms on ext4 here, 0.6 s for
-    a 2064-router Dragonfly's 4,137 files).
+    a 2064-router Dragonfly's 4,137 files).  ``openflow_profile``: the OpenFlow program's
+    profile (:data:`tablegen.exports.openflow.PROFILES`).
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -124,7 +126,7 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 
     planners = {"json": lambda: plan_json(ts),
                 "ib": lambda: plan_ib(ts, lmc, lft_comments, seed),
-                "openflow": lambda: plan_openflow(ts)}
+                "openflow": lambda: plan_openflow(ts, openflow_profile)}
     plans = {f: planners[f]() for f in formats}
     return {f: run_jobs(outdir, jobs, atomic) for f, jobs in plans.items()}
 
