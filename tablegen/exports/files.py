@@ -136,7 +136,8 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 # ---------------------------------------------------------------------------------------------
 def write_table_set(ts, rep, out: Path, formats, lmc: int | None = None, seed: int = 1,
                     jobs: int = 1, into: bool = False, update: dict | None = None,
-                    force: bool = False) -> tuple[list[str], dict[str, str]]:
+                    force: bool = False,
+                    openflow_profile: str = "ovs") -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole, crash-safe
     (:func:`~tablegen.exports.outdir.replaced_dir`); ``into``: ``out`` is a new directory
     inside one that is itself being replaced (a batch of routings), written in place.  A
@@ -150,16 +151,18 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int | None = None, seed: i
     table set this one replaces (:func:`tablegen.update.table_diff`), written as
     :data:`UPDATE_FILE` and bound by its hash (it cannot be derived from this set alone).
     ``force``: replace a fabroute output of another kind
-    (:func:`~tablegen.exports.outdir.check_out_dir`)."""
+    (:func:`~tablegen.exports.outdir.check_out_dir`).  ``openflow_profile``: the OpenFlow
+    program's (:data:`tablegen.exports.openflow.PROFILES`), recorded in the manifest's
+    ``exports.openflow_profile``."""
     if into:
         out.mkdir()
-        return _write_files(ts, rep, out, formats, lmc, seed, jobs, update)
+        return _write_files(ts, rep, out, formats, lmc, seed, jobs, update, openflow_profile)
     with replaced_dir(out, kind="table-set", force=force) as tmp:
-        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update)
+        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update, openflow_profile)
 
 
 def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: int,
-                 update=None):
+                 update=None, openflow_profile: str = "ovs"):
     from tablegen.exports.manifest import MANIFEST, write_manifest
     from tablegen.forked import run_forked
 
@@ -177,7 +180,8 @@ def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: in
             why = None      # why the first LMC tried could not be used
             for m in tries:
                 try:
-                    files = export_all(ts, d, formats=(fmt,), lmc=m, seed=seed, atomic=False)
+                    files = export_all(ts, d, formats=(fmt,), lmc=m, seed=seed, atomic=False,
+                                       openflow_profile=openflow_profile)
                 except NotExpressible as e:
                     shutil.rmtree(d / fmt, ignore_errors=True)  # nothing half-written
                     why, last = why or f"LMC {m} cannot be expressed: {e}", str(e)
@@ -199,6 +203,8 @@ def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: in
         (d / UPDATE_FILE).write_text(json.dumps(update, indent=1) + "\n")
         extra.add(UPDATE_FILE)
     write_manifest(d, rep, {"json": True, "report": True, "openflow": "openflow" in made,
+                            **({"openflow_profile": openflow_profile}
+                               if "openflow" in made else {}),
                             "ib": records.get("ib"),
                             **({"skipped": skipped} if skipped else {})})
     files = sorted({str(Path(f).relative_to(d)) for fs in written.values() for f in fs}
@@ -237,6 +243,18 @@ def load_table_dir(d: Path) -> TableSet:
                        "'fabroute tables' writes") from None
 
 
+def openflow_profile(exports: dict) -> str:
+    """The OpenFlow profile a manifest's ``exports`` record (``ovs`` when it names none: the
+    only program before profiles existed); :class:`BadInput` for any other value."""
+    from tablegen.exports.openflow import PROFILES
+
+    profile = exports.get("openflow_profile", "ovs")
+    if profile not in PROFILES:
+        raise BadInput(f"manifest.json: exports.openflow_profile {profile!r}; expected one "
+                       f"of {', '.join(PROFILES)}")
+    return profile
+
+
 def derived_files(ts: TableSet, exports: dict, rep) -> dict:
     """Path -> producer of every file that ``exports`` (a manifest's record of how a set was
     written) says can be made again from the proven table set ``ts`` and its report ``rep``."""
@@ -249,7 +267,7 @@ def derived_files(ts: TableSet, exports: dict, rep) -> dict:
     if ex.get("openflow"):
         from tablegen.exports.openflow_text import plan_openflow
 
-        jobs.update(plan_openflow(ts))
+        jobs.update(plan_openflow(ts, openflow_profile(ex)))
     ib = ex.get("ib")
     if ib:
         from tablegen.exports.infiniband.write import plan_ib
