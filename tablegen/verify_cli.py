@@ -133,9 +133,9 @@ def _verify_set(d: Path, args, in_batch: bool = False) -> tuple[int, dict]:
             print(f"  files: {files['checked']} of {files['files']} in the manifest checked, "
                   f"{files['derived']} derived again from the proven tables: "
                   f"{'OK' if files['ok'] else 'FAILED'}")
-            if files["exports"].get("openflow"):
-                print(f"  OpenFlow program: profile "
-                      f"{files['exports'].get('openflow_profile', 'ovs')}")
+            exports = files.get("exports", {})
+            if exports.get("openflow"):
+                print(f"  OpenFlow program: profile {exports.get('openflow_profile', 'ovs')}")
         if ib is not None:
             _print_ib(ib)
     doc = dict(rep.to_dict(), files=files, ib=ib)

@@ -178,3 +178,29 @@ def test_standard_profile_keeps_targets_vcs_and_classes(routing):
         assert {x[2] for f in b.flows if f.table == of.T_CHOICE for x in f.actions
                 if x[:2] == ("set_field", "vlan_vid")} == {of.OFPVID_PRESENT | (1 + t)
                                                            for t in targets}
+
+
+def test_tables_records_the_profile_and_verify_proves_it(tmp_path, capsys):
+    """``fabroute tables --openflow-profile standard``: the manifest records it, no groups
+    file is written, ``verify`` derives that profile's files again and accepts them; the
+    same files under a manifest claiming the other profile (or none it knows) fail."""
+    from fabroute.cli import main
+    from tablegen.exports.files import openflow_profile
+    from tablegen.exports.manifest import load_manifest
+
+    out = tmp_path / "sf5"
+    assert main(["tables", "slimfly:q=5", "--routing", "val-3h", "--formats", "json,openflow",
+                 "--openflow-profile", "standard", "--out", str(out)]) == 0
+    man = load_manifest(out)
+    assert openflow_profile(man["exports"]) == "standard"
+    assert not list((out / "openflow").glob("*.groups"))
+    assert "resubmit" not in (out / "openflow" / "s0000.flows").read_text()
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 0
+    assert "OpenFlow program: profile standard" in capsys.readouterr().out
+    text = (out / "manifest.json").read_text()
+    for other in ("ovs", "hw"):
+        (out / "manifest.json").write_text(text.replace('"openflow_profile": "standard"',
+                                                        f'"openflow_profile": "{other}"'))
+        assert main(["verify", str(out)]) == 1
+        assert "openflow" in capsys.readouterr().err
