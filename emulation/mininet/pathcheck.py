@@ -38,6 +38,7 @@ from emulation.mininet.net import FabricNet
 from emulation.mininet.ofclient import FlowReader, unixctl
 from emulation.mininet.probes import Prober
 from tablegen.exports.openflow import (
+    DECIDE_PRIORITY,
     IPPROTO_UDP,
     OFPVID_PRESENT,
     T_CHOICE,
@@ -162,6 +163,9 @@ class PathChecker:
                     k = ("deliver", s, self.mac_host.get(int(m.get("eth_dst", -1)), -1))
                 elif table == T_INGRESS and prio == 100:
                     k = ("ingress", s, int(m.get("in_port", -1)))
+                elif table == T_INGRESS and prio == DECIDE_PRIORITY:
+                    # UGAL-L's decision entries take IPv4 from any host port of the switch
+                    k = ("decide", s)
                 elif table == T_INGRESS and prio == 200:
                     k = ("local", s, self.mac_host.get(int(m.get("eth_dst", -1)), -1))
                 else:
@@ -203,8 +207,8 @@ class PathChecker:
             if k[0] == "egress" and v > 0:
                 hops[(k[1], k[2], k[3])] += v
         deliver = {k: v for k, v in d.items() if k[0] in ("deliver", "local") and v > 0}
-        ingress = {k: v for k, v in d.items() if k[0] == "ingress" and v > 0}
-        if s0 != s1 and ingress != {("ingress", s0, p0): 1}:
+        ingress = {k: v for k, v in d.items() if k[0] in ("ingress", "decide") and v > 0}
+        if s0 != s1 and ingress not in ({("ingress", s0, p0): 1}, {("decide", s0): 1}):
             problems.append(f"ingress counters {ingress}; expected one packet in at switch "
                             f"{s0} port {p0}")
         want_del = ("local" if s0 == s1 else "deliver", s1, dst)
