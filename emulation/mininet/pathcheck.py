@@ -10,7 +10,7 @@ Method (``docs/emulation.md``):
    OpenFlow rules (``revalidator/purge``; without it, packets that hit an already cached
    datapath flow are credited only at the next revalidation, ~0.5 s later), read again.
 3. The counters that moved are the probe's footprint: the ingress entry (table 0,
-   ``in_port=<host port>``) at the source switch; one egress entry (table ``T_EGRESS``:
+   ``in_port=<host port>``, or for UGAL-L one of its decision entries) at the source switch; one egress entry (table ``T_EGRESS``:
    ``metadata=<out port>, vlan_pcp=<VC>``) per hop — the switch, its out port and the VC the
    hop is taken on; the deliver entry (table ``T_FWD``, priority 400, ``eth_dst=<host MAC>``)
    at the last switch.  Starting at the source switch, each hop's out port leads (through
@@ -112,7 +112,8 @@ def expected_walk(ts: TableSet, src_sw: int, dst_sw: int, choice_cls, target) ->
 
 class PathChecker:
     """Counters-based path check on a net whose bridges hold ``ts``'s program (from files or
-    from the controller).  Use as a context manager (it holds sockets)."""
+    from the controller) in OpenFlow profile ``profile``.  Use as a context manager (it
+    holds sockets)."""
 
     def __init__(self, fnet: FabricNet, ts: TableSet, prober: Prober | None = None,
                  wait: float = 1.0, profile: str = "ovs"):
