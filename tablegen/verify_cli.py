@@ -139,6 +139,9 @@ def _verify_set(d: Path, args, in_batch: bool = False) -> tuple[int, dict]:
             print(f"  files: {files['checked']} of {files['files']} in the manifest checked, "
                   f"{files['derived']} derived again from the proven tables: "
                   f"{'OK' if files['ok'] else 'FAILED'}")
+            exports = files.get("exports", {})
+            if exports.get("openflow"):
+                print(f"  OpenFlow program: profile {exports.get('openflow_profile', 'ovs')}")
         if bound:
             print(f"  fabric: {bound.get('file')} (sha256 {str(bound.get('sha256'))[:16]}…, "
                   f"{bound.get('switches')} switches, {bound.get('hosts')} hosts): every cable "

@@ -510,7 +510,7 @@ class FabrouteApp(app_manager.OSKenApp):
             try:
                 req = json.loads(f.readline() or b"{}")
                 if "load" in req:
-                    loaded = control_tables(req["load"], self.fabric.ts)
+                    loaded = control_tables(req["load"], self.fabric.ts, self.fabric.profile)
                     reply = hub.Queue()
                     self._updates.put(("load", loaded, time.time(), reply))
                     rep = reply.get()

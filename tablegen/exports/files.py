@@ -106,7 +106,7 @@ def load_tables_json(path, topo: Topology) -> TableSet:
 # ---------------------------------------------------------------------------------------------
 def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int = 1,
                lft_comments: bool | None = None, atomic: bool = True,
-               binding=None) -> dict[str, list[str]]:
+               binding=None, openflow_profile: str = "ovs") -> dict[str, list[str]]:
     """Write every requested format into ``outdir``; returns the written paths per format.
 
     All formats are planned (and every :class:`NotExpressible` raised) before the first file is
@@ -116,6 +116,8 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
     (``fabroute tables`` does that; a rename per file costs 0.15 ms on ext4 here, 0.6 s for
     a 2064-router Dragonfly's 4,137 files).  ``binding``: the IB files of the bound fabric
     (:func:`~tablegen.exports.infiniband.write.plan_ib`).
+    ``openflow_profile``: the OpenFlow program's profile
+    (:data:`tablegen.exports.openflow.PROFILES`).
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -126,7 +128,7 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 
     planners = {"json": lambda: plan_json(ts),
                 "ib": lambda: plan_ib(ts, lmc, lft_comments, seed, binding=binding),
-                "openflow": lambda: plan_openflow(ts)}
+                "openflow": lambda: plan_openflow(ts, openflow_profile)}
     plans = {f: planners[f]() for f in formats}
     return {f: run_jobs(outdir, jobs, atomic) for f, jobs in plans.items()}
 
@@ -136,7 +138,8 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 # ---------------------------------------------------------------------------------------------
 def write_table_set(ts, rep, out: Path, formats, lmc: int | None = None, seed: int = 1,
                     jobs: int = 1, into: bool = False, update: dict | None = None,
-                    force: bool = False, binding=None) -> tuple[list[str], dict[str, str]]:
+                    force: bool = False, binding=None,
+                    openflow_profile: str = "ovs") -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole, crash-safe
     (:func:`~tablegen.exports.outdir.replaced_dir`); ``into``: ``out`` is a new directory
     inside one that is itself being replaced (a batch of routings), written in place.  A
@@ -152,16 +155,20 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int | None = None, seed: i
     ``force``: replace a fabroute output of another kind
     (:func:`~tablegen.exports.outdir.check_out_dir`).  ``binding``
     (:class:`~tablegen.fabrics.bind.Binding`): the set is bound to a fabric as cabled
-    (:mod:`tablegen.exports.fabric_files`), its IB files keyed by the fabric's ids."""
+    (:mod:`tablegen.exports.fabric_files`), its IB files keyed by the fabric's ids.
+    ``openflow_profile``: the OpenFlow program's (:data:`tablegen.exports.openflow.PROFILES`),
+    recorded in the manifest's ``exports.openflow_profile``."""
     if into:
         out.mkdir()
-        return _write_files(ts, rep, out, formats, lmc, seed, jobs, update, binding)
+        return _write_files(ts, rep, out, formats, lmc, seed, jobs, update, binding,
+                            openflow_profile)
     with replaced_dir(out, kind="table-set", force=force) as tmp:
-        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update, binding)
+        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update, binding,
+                            openflow_profile)
 
 
 def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: int,
-                 update=None, binding=None):
+                 update=None, binding=None, openflow_profile: str = "ovs"):
     from tablegen.exports.manifest import MANIFEST, write_manifest
     from tablegen.forked import run_forked
 
@@ -180,7 +187,7 @@ def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: in
             for m in tries:
                 try:
                     files = export_all(ts, d, formats=(fmt,), lmc=m, seed=seed, atomic=False,
-                                       binding=binding)
+                                       binding=binding, openflow_profile=openflow_profile)
                 except NotExpressible as e:
                     shutil.rmtree(d / fmt, ignore_errors=True)  # nothing half-written
                     why, last = why or f"LMC {m} cannot be expressed: {e}", str(e)
@@ -208,6 +215,8 @@ def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: in
         bound = {"fabric": write_fabric_files(d, binding)}
         extra |= {FABRIC_FILE, MAP_FILE}
     write_manifest(d, rep, {"json": True, "report": True, "openflow": "openflow" in made,
+                            **({"openflow_profile": openflow_profile}
+                               if "openflow" in made else {}),
                             "ib": records.get("ib"),
                             **({"skipped": skipped} if skipped else {}), **bound})
     files = sorted({str(Path(f).relative_to(d)) for fs in written.values() for f in fs}
@@ -246,6 +255,18 @@ def load_table_dir(d: Path) -> TableSet:
                        "'fabroute tables' writes") from None
 
 
+def openflow_profile(exports: dict) -> str:
+    """The OpenFlow profile a manifest's ``exports`` record (``ovs`` when it names none: the
+    only program before profiles existed); :class:`BadInput` for any other value."""
+    from tablegen.exports.openflow import PROFILES
+
+    profile = exports.get("openflow_profile", "ovs")
+    if profile not in PROFILES:
+        raise BadInput(f"manifest.json: exports.openflow_profile {profile!r}; expected one "
+                       f"of {', '.join(PROFILES)}")
+    return profile
+
+
 def derived_files(ts: TableSet, exports: dict, rep, binding=None) -> dict:
     """Path -> producer of every file that ``exports`` (a manifest's record of how a set was
     written) says can be made again from the proven table set ``ts`` and its report ``rep``
@@ -259,7 +280,7 @@ def derived_files(ts: TableSet, exports: dict, rep, binding=None) -> dict:
     if ex.get("openflow"):
         from tablegen.exports.openflow_text import plan_openflow
 
-        jobs.update(plan_openflow(ts))
+        jobs.update(plan_openflow(ts, openflow_profile(ex)))
     ib = ex.get("ib")
     if ib:
         from tablegen.exports.infiniband.write import plan_ib
