@@ -124,7 +124,7 @@ def cmd_controller(args) -> int:
         raise BadInput(f"controller: --listen {args.listen}: plain TCP leaves switches "
                        "unauthenticated; expected a loopback address, --tls PKI_DIR, or "
                        "--insecure-tcp")
-    from controller.openflow.update import proven_tables
+    from controller.openflow.update import profile_of, proven_tables
     from tablegen.exports.outdir import check_out_file, check_writable
 
     for opt in ("status", "log", "decisions"):   # refused before a switch is served
@@ -141,6 +141,7 @@ def cmd_controller(args) -> int:
         raise BadInput("controller: --lldp learns the cabling, --fabric FILE gives it; "
                        "expected one of them")
     ts = proven_tables(Path(args.dir))
+    # the program follows the profile the set was written and verified in
     learner = None
     if args.lldp or args.fabric:
         from controller.openflow.learn import Learner
@@ -148,12 +149,12 @@ def cmd_controller(args) -> int:
 
         given = load_fabric(args.fabric) if args.fabric else None
         learner = Learner(ts, args.settle, Path(args.fabric_out) if args.fabric_out
-                          else None, given)
+                          else None, given, profile_of(Path(args.dir)))
     run(ts, args.listen, Path(args.status) if args.status else None,
         Path(args.log) if args.log else None, tls, adaptive_of(args),
         Path(args.decisions) if args.decisions else None,
         Path(args.control) if args.control else None, args.drain, not args.no_link_repair,
-        args.fast_failover, learner)
+        args.fast_failover, profile_of(Path(args.dir)), learner)
     return 0
 
 

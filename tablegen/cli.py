@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tablegen.errors import BadInput, TopologyError
-from tablegen.exports.files import write_table_set
+from tablegen.exports.files import openflow_profile, write_table_set
 from tablegen.exports.outdir import check_out_dir, replaced_dir
 from tablegen.output import emit, json_option
 from tablegen.topology import Topology
@@ -47,6 +47,31 @@ def topology_of(spec: str, fail: str | None = None) -> Topology:
     from tablegen.topologies.failures import parse_failures, without_links
 
     return without_links(topo, parse_failures(fail))
+
+
+def bound_topology(args):
+    """``(topology, binding)`` that ``tables`` and ``ib export`` compute on: ``args.spec``
+    (with ``--fail``), or with ``--fabric`` the plan without the cables that fabric lacks
+    and the fabric's binding (:func:`tablegen.fabrics.bind.bind`; bad input when it does
+    not map)."""
+    if getattr(args, "fabric", None) is None:
+        return topology_of(args.spec, getattr(args, "fail", None)), None
+    if getattr(args, "fail", None):
+        raise BadInput(f"--fail {args.fail} with --fabric: expected one of them (the "
+                       "fabric's absent cables are its failed links)")
+    from tablegen.fabrics.bind import bind
+    from tablegen.fabrics.read import load_fabric
+
+    binding, topo = bind(load_fabric(args.fabric), topology_of(args.spec))
+    return topo, binding
+
+
+def fabric_option(sp) -> None:
+    """``--fabric FABRIC``: tables for a fabric as cabled (docs/real-fabrics.md)."""
+    sp.add_argument("--fabric", metavar="FABRIC", help="route the fabric as cabled (a "
+                    "fabric.json or ibnetdiscover output): mapped onto SPEC from its cabling, "
+                    "the planned cables it lacks failed, its GUIDs and port numbers in the "
+                    "IB files, the fabric bound in the manifest (docs/real-fabrics.md)")
 
 
 def _tables(topo: Topology, args):
@@ -133,12 +158,13 @@ def verified_tables(topo: Topology, args, con, cmd: str):
 
 
 def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
-                  into: Path | None = None, force: bool = False):
+                  into: Path | None = None, force: bool = False, binding=None):
     """Build, verify and write one routing (``args.routing``) into ``out`` (or, in a batch,
     into ``into``, the new directory that becomes ``out`` with the whole batch): what a
     forked worker of ``fabroute tables`` runs.  Returns a JSON-able summary; a table set that
     fails verification is not written (``verified`` false, its errors listed).  ``force``:
-    ``out`` may replace a fabroute output of another kind."""
+    ``out`` may replace a fabroute output of another kind; ``binding``: the fabric the set
+    is bound to (:func:`bound_topology`)."""
     t0 = time.perf_counter()
     ts, rep = build_and_verify(topo, args)
     t1 = time.perf_counter()
@@ -147,7 +173,8 @@ def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
     if not rep.ok:
         return dict(res, errors=rep.errors)
     files, skipped = write_table_set(ts, rep, into or out, formats, jobs=jobs,
-                                     into=into is not None, force=force)
+                                     into=into is not None, force=force, binding=binding,
+                                     openflow_profile=args.openflow_profile)
     if "ib" in formats and "ib" not in skipped:
         man = json.loads(((into or out) / "manifest.json").read_text())
         if man["exports"]["ib"].get("min_only"):
@@ -159,7 +186,8 @@ def table_set_job(topo: Topology, args, out: Path, formats, jobs: int = 1,
 
 
 def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None, vcs=None,
-                   jobs: int = 1, done=None, force: bool = False) -> list[dict]:
+                   jobs: int = 1, done=None, force: bool = False,
+                   binding=None, openflow_profile: str = "ovs") -> list[dict]:
     """:func:`table_set_job` for each of ``routings`` into ``out / routing``, ``jobs``
     routings and formats at a time in forked processes (:mod:`tablegen.forked`: once a
     routing is verified its formats are jobs of their own; a single routing writes ``out``
@@ -169,22 +197,25 @@ def write_routings(topo: Topology, routings, out: Path, formats, *, nonmin=None,
     new one, never a mix.  The minimal tables several routings share are computed once,
     before the fork.  ``done(summary)`` is called as each routing ends.  ``out`` replaces a
     directory of the same kind (a table set, a batch), with ``force`` any fabroute output
-    (:func:`~tablegen.exports.outdir.check_out_dir`)."""
+    (:func:`~tablegen.exports.outdir.check_out_dir`).  ``openflow_profile``: the OpenFlow
+    program's (:data:`tablegen.exports.openflow.PROFILES`)."""
     from tablegen.exports.outdir import replaced_dir
     from tablegen.forked import run_forked
     from tablegen.routing.build import share_minimal_tables
 
     if len(routings) == 1:
-        ns = argparse.Namespace(routing=routings[0], nonmin=nonmin, vcs=vcs)
-        res = table_set_job(topo, ns, out, formats, jobs, force=force)
+        ns = argparse.Namespace(routing=routings[0], nonmin=nonmin, vcs=vcs,
+                                openflow_profile=openflow_profile)
+        res = table_set_job(topo, ns, out, formats, jobs, force=force, binding=binding)
         if done is not None:
             done(res)
         return [res]
     share_minimal_tables(topo, routings)
     with replaced_dir(out, kind="batch", force=force) as tmp:
         tasks = [functools.partial(table_set_job, topo,
-                                   argparse.Namespace(routing=r, nonmin=nonmin, vcs=vcs),
-                                   out / r, formats, jobs, tmp / r)
+                                   argparse.Namespace(routing=r, nonmin=nonmin, vcs=vcs,
+                                                      openflow_profile=openflow_profile),
+                                   out / r, formats, jobs, tmp / r, binding=binding)
                  for r in routings]
         results = run_forked(tasks, jobs, None if done is None else lambda _i, r: done(r))
         (tmp / "routings.json").write_text(json.dumps(
@@ -211,7 +242,7 @@ def cmd_tables(args) -> int:
         raise BadInput(f"--jobs {jobs}; expected at least 1 worker process")
     check_out_dir(args.out, kind="batch" if len(routings) > 1 else "table-set",
                   force=args.force)
-    topo = topology_of(args.spec, args.fail)
+    topo, binding = bound_topology(args)
     for r in routings:
         try:
             check_routing(topo.kind, *resolve(r, args.nonmin), degraded="fail" in topo.params)
@@ -238,7 +269,8 @@ def cmd_tables(args) -> int:
     con.log(f"{args.routing} on {topo.name()}: tables, verify, {args.formats}"
             + (f" ({jobs} workers)" if len(routings) > 1 and jobs > 1 else "") + "…")
     write_routings(topo, routings, Path(args.out), formats, nonmin=args.nonmin,
-                   vcs=args.vcs, jobs=jobs, done=done, force=args.force)
+                   vcs=args.vcs, jobs=jobs, done=done, force=args.force, binding=binding,
+                   openflow_profile=args.openflow_profile)
     return status
 
 
@@ -391,7 +423,7 @@ def cmd_expand(args) -> int:
     if args.add is None and args.to is None and not args.transform:
         args.add = 1
     src = Path(args.spec)
-    formats, lmc, seed = ("json", "ib", "openflow"), 0, 1
+    formats, lmc, seed, profile = ("json", "ib", "openflow"), 0, 1, "ovs"
     if args.out is not None:
         check_out_dir(args.out, kind="table-set", force=args.force)
     if src.is_dir():
@@ -399,6 +431,7 @@ def cmd_expand(args) -> int:
         if old is None:
             return 1
         formats = tuple(f for f in ("json", "ib", "openflow") if exports.get(f))
+        profile = openflow_profile(exports)
         if exports.get("ib"):
             lmc, seed = exports["ib"]["lmc"], exports["ib"]["seed"]
         routing, nonmin = old.routing, old.params.get("nonmin")
@@ -423,7 +456,7 @@ def cmd_expand(args) -> int:
     diff = table_diff(old, new, relabel)
     if args.out is not None:
         write_table_set(new, rep, Path(args.out), formats, lmc, seed, update=diff,
-                        force=args.force)
+                        force=args.force, openflow_profile=profile)
     if args.json:
         print(json.dumps(diff))
     else:
@@ -538,6 +571,18 @@ def force_option(sp) -> None:
                     "did not write never")
 
 
+def openflow_profile_option(sp) -> None:
+    """``--openflow-profile``: the pipeline the OpenFlow program is written for."""
+    from tablegen.exports.openflow import PROFILES
+
+    sp.add_argument("--openflow-profile", choices=PROFILES, default="ovs",
+                    help="the OpenFlow program: ovs (default; Open vSwitch's resubmit in the "
+                    "SELECT group, flows split by masked L4 source ports) or standard (plain "
+                    "OpenFlow 1.3 for hardware switches: no vendor action or match, the "
+                    "source choice by IPv4 address bits); recorded in the manifest, which "
+                    "verify and the controller follow")
+
+
 def add_parsers(sub) -> None:
     """Add tablegen's sub-commands to ``sub`` (an argparse sub-parsers object)."""
     from tablegen.limits import (
@@ -567,12 +612,14 @@ def add_parsers(sub) -> None:
     sp.add_argument("--formats", default="json,ib,openflow", help="comma-separated subset of "
                     "json (tables + proof), ib (InfiniBand files in DIR/ib), openflow "
                     "(ovs-ofctl flows)")
+    openflow_profile_option(sp)
     force_option(sp)
     json_option(sp, "each routing's summary (a line each: out, routing, verified, "
                 "num_vcs, classes, files, skipped)")
     sp.add_argument("--fail", metavar="A:B[,C:D...]", help="tables for the fabric without "
                     "the cables between these switch pairs (ids as in `fabroute topology SPEC "
                     "--json`), still verified")
+    fabric_option(sp)
     sp.add_argument("--jobs", type=jobs_option, help="worker processes: routings (or one "
                     "routing's formats) written side by side, 1.."
                     f"{MAX_JOBS} (default: the CPUs available)")

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from tablegen.cli import (
     SPEC_HELP,
+    bound_topology,
     console,
+    fabric_option,
     force_option,
     routing_args,
-    topology_of,
     verified_tables,
 )
 from tablegen.errors import BadInput, NotExpressible
@@ -27,6 +28,7 @@ def cmd_ib_export(args) -> int:
     from tablegen.exports.infiniband.native import VARIANT
     from tablegen.exports.infiniband.sls import check_variant
     from tablegen.exports.infiniband.write import default_lmc, export_ib, ib_layers, ib_record
+    from tablegen.exports.fabric_files import write_fabric_files
     from tablegen.exports.manifest import write_manifest
     from tablegen.exports.writer import json_chunks, write_in_place
 
@@ -40,7 +42,7 @@ def cmd_ib_export(args) -> int:
             check_variant(variant, args.lmc, args.seed)
         except NotExpressible as e:
             raise BadInput(f"ib export: --ib-native: {e}") from None
-    topo = topology_of(args.spec)
+    topo, binding = bound_topology(args)
     try:
         if args.lmc is not None:
             lid_plan(topo, args.lmc)     # bad input before any work
@@ -67,16 +69,18 @@ def cmd_ib_export(args) -> int:
               file=sys.stderr)
     with con.status(f"writing {args.out}…"), replaced_dir(Path(args.out), kind="ib-export",
                                                            force=args.force) as tmp:
-        files = export_ib(ts, tmp, lmc=lmc, seed=args.seed, flat=True, ib=ib)
+        files = export_ib(ts, tmp, lmc=lmc, seed=args.seed, flat=True, ib=ib, binding=binding)
         ts.save_npz(tmp / TABLES_NPZ)
         write_in_place(str(tmp / TOPOLOGY_FILE), json_chunks(topo.to_dict()))
+        bound = {} if binding is None else {"fabric": write_fabric_files(tmp, binding)}
         write_manifest(tmp, rep, {"json": False, "report": False, "openflow": False,
-                                  "ib": manifest_ib}, kind="ib-export")
+                                  "ib": manifest_ib, **bound}, kind="ib-export")
     layers, irep = ib
     summary = {"out": args.out, "routing": ts.routing, "topology": topo.name(), "lmc": lmc,
                "variant": variant, "files": sorted(Path(f).name for f in files),
                **{k: irep[k] for k in ("sls_used", "vls_used", "vl_max", "data_vls",
                                        "vl_scheme")},
+               **({"fabric": binding.summary} if binding is not None else {}),
                **{k: layers.info[k] for k in ("escape_destinations",) if k in layers.info},
                "layers": [{k: lay[k] for k in ("offset", "kind", "max_hops", "hist")}
                           for lay in irep["layers"]]}
@@ -137,6 +141,7 @@ def add_ib_parsers(ib) -> None:
                     "(LMC 0)")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory to write the IB "
                     "files into (with the tables and a manifest: `verify DIR` proves it)")
+    fabric_option(sp)
     json_option(sp, "the export's summary")
     force_option(sp)
     sp.set_defaults(func=cmd_ib_export)

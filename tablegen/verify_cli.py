@@ -92,8 +92,10 @@ def _verify_set(d: Path, args, in_batch: bool = False) -> tuple[int, dict]:
         if not args.json:
             print(f"{d.name}: FAILED; {e}")
         return 1, {"ok": False, "routing": d.name, "errors": [str(e)]}
-    ib = ib_files = None
+    ib = ib_files = binding = None
     exported = (files or {}).get("exports", {}).get("ib")
+    # a set bound to a fabric as cabled: its IB files are walked on that fabric's wiring
+    bound = (files or {}).get("exports", {}).get("fabric")
     if rep.ok and ts.routing == IMPORTED:
         ib, ib_files = _imported_ib(ts, files, args, d)
     elif rep.ok and files["ok"] and not exported:
@@ -101,7 +103,7 @@ def _verify_set(d: Path, args, in_batch: bool = False) -> tuple[int, dict]:
         lmc, seed, variant = _ib_params(exported, args, d)
         ib = dict(_ib_report(ts, lmc, seed, variant), exported=False,
                   not_exported=_not_exported(files.get("exports", {})))
-    elif rep.ok and files["ok"] and not args.walk_ib_files:
+    elif rep.ok and files["ok"] and not args.walk_ib_files and not bound:
         # the IB files are byte for byte what the proven layers give (derived again above):
         # their semantics are the layers', proven on the arrays (verify_ib)
         lmc, seed, variant = _ib_params(exported, args, d)
@@ -119,7 +121,11 @@ def _verify_set(d: Path, args, in_batch: bool = False) -> tuple[int, dict]:
             exported = exported if ib_files is None else {
                 "lmc": ib_files.lmc, "seed": int(ib_files.guids.get("ib", {}).get("seed", 1))}
             lmc, seed, variant = _ib_params(exported, args, d)
-            ib = (verify_ib_files(ib_files, ts) if ib_files is not None
+            if bound and files["ok"]:
+                from tablegen.exports.fabric_files import load_bound
+
+                binding, _ = load_bound(d, bound, ts.topo)     # proven by prove_table_dir
+            ib = (verify_ib_files(ib_files, ts, binding=binding) if ib_files is not None
                   else _ib_report(ts, lmc, seed, variant))
     if ib is not None and ib.get("exported", True):
         ib["min_only"] = _min_only(ts, ib, (files or {}).get("exports", {}).get("ib"))
@@ -133,6 +139,15 @@ def _verify_set(d: Path, args, in_batch: bool = False) -> tuple[int, dict]:
             print(f"  files: {files['checked']} of {files['files']} in the manifest checked, "
                   f"{files['derived']} derived again from the proven tables: "
                   f"{'OK' if files['ok'] else 'FAILED'}")
+            exports = files.get("exports", {})
+            if exports.get("openflow"):
+                print(f"  OpenFlow program: profile {exports.get('openflow_profile', 'ovs')}")
+        if bound:
+            print(f"  fabric: {bound.get('file')} (sha256 {str(bound.get('sha256'))[:16]}…, "
+                  f"{bound.get('switches')} switches, {bound.get('hosts')} hosts): every cable "
+                  f"the tables use is one of its cables where the map puts it: "
+                  f"{'OK' if files['ok'] else 'FAILED'}; failed links "
+                  f"{bound.get('failed') or 'none'}")
         if ib is not None:
             _print_ib(ib)
     doc = dict(rep.to_dict(), files=files, ib=ib)

@@ -27,6 +27,11 @@ def mac_int(s: str) -> int:
     return int(s.replace(":", ""), 16)
 
 
+def ip_int(s: str) -> int:
+    a, b, c, d = (int(x) for x in s.split("."))
+    return a << 24 | b << 16 | c << 8 | d
+
+
 class Switch:
     """Flow tables of one switch as tuple spaces: per table, per match shape, a dict."""
 
@@ -48,6 +53,11 @@ class Switch:
                     mask = mac_int(mask) if mask else (1 << 48) - 1
                     shape.append(("dl_dst", mask))
                     key.append(mac_int(v) & mask)
+                elif name in ("nw_src", "nw_dst"):
+                    v, _, mask = val.partition("/")
+                    mask = ip_int(mask) if mask else (1 << 32) - 1
+                    shape.append((name, mask))
+                    key.append(ip_int(v) & mask)
                 else:
                     v, _, mask = val.partition("/")
                     mask = int(mask, 0) if mask else None
@@ -94,7 +104,7 @@ class Switch:
                     if pkt["vlan"] is None:
                         break
                     key.append((0x1000 | pkt["vlan"][0]) & mask)
-                elif name in ("dl_type", "nw_proto", "tp_src"):
+                elif name in ("dl_type", "nw_proto", "tp_src", "nw_src", "nw_dst"):
                     if name not in pkt:
                         break
                     key.append(pkt[name] & (mask if mask is not None else -1))

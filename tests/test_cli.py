@@ -47,6 +47,8 @@ def run(capsys, *argv):
      "foo unknown; expected a comma-separated subset of json,ib,openflow"),
     (["tables", "slimfly:q=5", "--routing", "ugal-l", "--nonmin", "val-group", "--out", "X"],
      "expected one of val, val-nta, val-3h"),
+    (["tables", "slimfly:q=5", "--routing", "val", "--openflow-profile", "hw", "--out", "X"],
+     "argument --openflow-profile: invalid choice: 'hw'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
     argv = [str(tmp_path / a) if a == "X" else a for a in argv]

@@ -41,9 +41,9 @@ def tables(kind: str, routing: str):
 
 
 @functools.lru_cache(maxsize=None)
-def exported(kind: str, routing: str, tmp_root: str) -> Path:
-    out = Path(tmp_root) / f"{kind}-{routing}"
-    export_all(tables(kind, routing), out)
+def exported(kind: str, routing: str, tmp_root: str, profile: str = "ovs") -> Path:
+    out = Path(tmp_root) / f"{kind}-{routing}-{profile}"
+    export_all(tables(kind, routing), out, openflow_profile=profile)
     return out
 
 
@@ -318,15 +318,17 @@ def simulate_all(ts, out: Path):
             if hd == hs:
                 continue        # OpenFlow drops a frame sent back out of its ingress port
             choice = hs * 7 + hd * 13
-            # half the packets UDP (the source-choice table splits them by source port), half
-            # other traffic (the SELECT group)
-            l4 = {"dl_type": 0x0800, "nw_proto": 17, "tp_src": 49152 + choice} if choice % 2 else {}
+            # half the packets UDP (the source-choice table splits them by source port, or by
+            # the IPv4 addresses in the standard profile: those of the emulation's plan), half
+            # other traffic (the SELECT group, or the standard profile's table-miss entry)
+            l4 = {"dl_type": 0x0800, "nw_proto": 17, "tp_src": 49152 + choice,
+                  "nw_src": 0x0A000001 + hs, "nw_dst": 0x0A000001 + hd} if choice % 2 else {}
             pkt = {"in_port": ps, "vlan": None, "dst": macs[hd], "metadata": 0, "queue": None,
                    **l4}
             sw, hops, chosen = ss, [], []
             while True:
                 key = (sw, pkt["in_port"], tuple(pkt["vlan"] or ()), pkt["dst"],
-                       pkt.get("tp_src"))
+                       pkt.get("tp_src"), pkt.get("nw_dst"))
                 if key not in memo:
                     outputs, notes = [], []
 
@@ -368,9 +370,10 @@ def simulate_all(ts, out: Path):
 @pytest.mark.parametrize("kind,routing", [("sf5", "min"), ("sf5", "val-3h"), ("df", "val"),
                                           ("sf5", "val-nta"), ("sf5", "val"), ("df", "min"),
                                           ("dsnf", "dsnf"), ("df", "ugal-l")])
-def test_openflow_pipeline_follows_the_tables(root, kind, routing):
+@pytest.mark.parametrize("profile", of.PROFILES)
+def test_openflow_pipeline_follows_the_tables(root, kind, routing, profile):
     ts = tables(kind, routing)
-    out = exported(kind, routing, root)
+    out = exported(kind, routing, root, profile)
     n = ts.topo.n_hosts
     assert simulate_all(ts, out) == n * n - int((ts.topo.hosts ** 2).sum())
 
@@ -379,21 +382,23 @@ def test_openflow_pipeline_follows_the_tables(root, kind, routing):
     ("sf5", "min", None), ("sf5", "val", None), ("sf5", "val-nta", 1), ("sf5", "val-3h", None),
     ("sf5", "ugal-l", 3000), ("df", "min", 1), ("df", "val", None), ("df", "ugal-l", None),
     ("df", "val-3h", None), ("dsnf", "dsnf", 5000), ("torus", "val", None)])
+@pytest.mark.parametrize("profile", of.PROFILES)
 def test_openflow_files_are_the_program_entries(tmp_path, monkeypatch, kind, routing,
-                                                chunk_rows):
+                                                chunk_rows, profile):
     """The files are made in compiled code from arrays; every line must be the ovs-ofctl
     text of tablegen.exports.openflow.program()'s entry (what the controller installs), in its order,
     whatever the chunks of switches formatted at a time."""
     if chunk_rows is not None:
         monkeypatch.setattr(openflow_text, "OF_CHUNK_ROWS", chunk_rows)
     ts = tables(kind, routing)
-    export_openflow(ts, tmp_path)
-    p = of.plan(ts)
+    export_openflow(ts, tmp_path, profile)
+    p = of.plan(ts, profile=profile)
     for u in range(ts.topo.n_switches):
         prog = of.program(p, u)
         lines = (tmp_path / "openflow" / f"s{u:04d}.flows").read_text().splitlines()
         assert [l for l in lines if not l.startswith("#")] == [of.ofctl_flow(f)
                                                               for f in prog.flows]
+        assert (tmp_path / "openflow" / f"s{u:04d}.groups").exists() == bool(prog.groups)
         if prog.groups:
             lines = (tmp_path / "openflow" / f"s{u:04d}.groups").read_text().splitlines()
             assert lines[1:] == [x for g in prog.groups

@@ -89,7 +89,8 @@ class FabrouteApp(app_manager.OSKenApp):
         if self.learner is not None:
             if self.learner.assignment is not None:
                 self.learner.failed(self._links)
-                self.fabric = self.learner.fabric(self._links.target())
+                self.fabric = self.learner.fabric(self._links.target(),
+                                                  fast_failover=self.fabric.fast_failover)
             hub.spawn(self._lldp_loop)
         self._log = None
         if self.fabric is not None and self.fabric.decisions is not None:
@@ -550,7 +551,7 @@ class FabrouteApp(app_manager.OSKenApp):
             try:
                 req = json.loads(f.readline() or b"{}")
                 if "load" in req:
-                    loaded = control_tables(req["load"], self.fabric.ts)
+                    loaded = control_tables(req["load"], self.fabric.ts, self.fabric.profile)
                     reply = hub.Queue()
                     self._updates.put(("load", loaded, time.time(), reply))
                     rep = reply.get()

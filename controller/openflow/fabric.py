@@ -86,12 +86,13 @@ class Fabric:
     """Decisions for one table set.  ``program`` records are computed once per switch."""
 
     def __init__(self, ts: TableSet, split_bits: int = SPLIT_BITS, version: int = 0,
-                 fast_failover: bool = False, dpids=None, addresses=None, ports=None,
-                 lldp: bool = False):
+                 fast_failover: bool = False, dpids=None, addresses=None,
+                 profile: str = "ovs", ports=None, lldp: bool = False):
         self.ts = ts
         self.topo = ts.topo
         self.cookie = generation_cookie(ts)
-        self.plan_ = plan(ts, split_bits, fast_failover, addresses)
+        self.profile = profile     # the OpenFlow profile (PROFILES) every program is built in
+        self.plan_ = plan(ts, split_bits, fast_failover, addresses, profile)
         # the datapath id of every switch: switch + 1, or the physical switch's own after a
         # relabelling (DSN-F p -> p + 1: switches keep their datapaths, tables renumber them)
         # (None: a planned switch no datapath is mapped to yet — a learned fabric)

@@ -38,12 +38,13 @@ LOG_BURST, LOG_KIND_BURST, LOG_PERIOD = 5, 50, 60.0
 
 
 def fabric_of(table_set, adaptive: dict | None = None, fast_failover: bool = False,
-              learner=None):
+              profile: str = "ovs", learner=None):
     """The controller's :class:`~controller.openflow.fabric.Fabric` of ``table_set``; tables the
     pipeline cannot express (more than 8 VCs, VIDs or MACs out of plan, split bits beyond the
     L4 source port) are bad input: :class:`~tablegen.errors.BadInput` with OpenFlow's one-line
-    reason.  ``adaptive`` (``poll``, ``link_bps``, ``split_bits``, ``hysteresis``, ``view``): UGAL-L
-    tables get adaptive decisions; other routings have none to make.  ``learner``
+    reason; ``profile``: the OpenFlow profile of its programs.  ``adaptive`` (``poll``,
+    ``link_bps``, ``split_bits``, ``hysteresis``, ``view``): UGAL-L tables get adaptive
+    decisions; other routings have none to make.  ``learner``
     (:class:`controller.openflow.learn.Learner`): real switches, mapped by LLDP or a fabric
     file (adaptive decisions are not offered there)."""
 
@@ -56,7 +57,7 @@ def fabric_of(table_set, adaptive: dict | None = None, fast_failover: bool = Fal
             fabric = learner.fabric(table_set, fast_failover=fast_failover)
         else:
             fabric = Fabric(table_set, (adaptive or {}).get("split_bits", SPLIT_BITS),
-                            fast_failover=fast_failover)
+                            fast_failover=fast_failover, profile=profile)
     except NotExpressible as e:
         raise BadInput(f"controller: {e}") from None
     if learner is not None and adaptive is not None and fabric.plan_.decide is not None:
@@ -173,7 +174,7 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         log_file: Path | None = None, tls=None, adaptive: dict | None = None,
         decisions: Path | None = None, control: Path | None = None,
         drain: float | None = None, repair_links: bool = True,
-        fast_failover: bool = False, learner=None) -> None:
+        fast_failover: bool = False, profile: str = "ovs", learner=None) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
     SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
     :class:`controller.tls.Pki`) is given; UGAL-L with adaptive decisions (``adaptive``, see
@@ -181,10 +182,10 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     over the Unix socket ``control`` (``fabroute load``), two-phase ones waiting ``drain``
     seconds, and cables routed around / restored on port down / up unless not
     ``repair_links``; FAST_FAILOVER groups on verified backup ports with
-    ``fast_failover``; real switches (any datapath ids and port numbers) mapped by
-    ``learner`` (:class:`controller.openflow.learn.Learner`).  Never returns.  Refuses
-    (:func:`fabric_of`, :func:`bind`) before anything listens."""
-    fabric = fabric_of(table_set, adaptive, fast_failover, learner)
+    ``fast_failover``; programs in OpenFlow profile ``profile``; real switches (any datapath
+    ids and port numbers) mapped by ``learner`` (:class:`controller.openflow.learn.Learner`).
+    Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
+    fabric = fabric_of(table_set, adaptive, fast_failover, profile, learner)
     host, _, port = listen.rpartition(":")
     ctl = bind_control(control) if control is not None else None
     server = bind(host, int(port))

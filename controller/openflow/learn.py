@@ -40,8 +40,10 @@ class Learner:
     fabric file is written (on the map and on every cable that appears later)."""
 
     def __init__(self, base: TableSet, settle: float = SETTLE_S, out: Path | None = None,
-                 given: CabledFabric | None = None, clock=time.monotonic):
+                 given: CabledFabric | None = None, profile: str = "ovs",
+                 clock=time.monotonic):
         self.base, self.settle, self.out, self.clock = base, settle, out, clock
+        self.profile = profile          # the OpenFlow profile of every program
         self.cabling = Cabling(clock)
         self.given = given
         self.assignment: Assignment | None = None
@@ -101,8 +103,10 @@ class Learner:
         a = self.assignment
         n = self.base.topo.n_switches
         if a is None:
-            return Fabric(ts, dpids=[None] * n, ports={}, lldp=True, **kw)
-        return Fabric(ts, dpids=a.dpids(n), ports=a.ports, lldp=True, **kw)
+            return Fabric(ts, dpids=[None] * n, ports={}, lldp=True, profile=self.profile,
+                          **kw)
+        return Fabric(ts, dpids=a.dpids(n), ports=a.ports, lldp=True, profile=self.profile,
+                      **kw)
 
     def failed(self, links) -> None:
         """Mark the planned cables the fabric lacks as down in ``links``

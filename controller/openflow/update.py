@@ -45,7 +45,7 @@ from tablegen.limits import DRAIN_S
 from tablegen.tables import TableSet
 from tablegen.update import table_diff
 
-__all__ = ["Links", "Phase", "Update", "control_tables", "proven_tables"]
+__all__ = ["Links", "Phase", "Update", "control_tables", "profile_of", "proven_tables"]
 
 # a rewiring update's drain before cables move: the hosts are held anyway, and installing
 # thousands of entries slows Open vSwitch's userspace path (probes queued up to 1.07 s while
@@ -101,7 +101,7 @@ class Update:
             dpids = old.dpids
         self.new = Fabric(new, old.split_bits, version=version,
                           fast_failover=old.fast_failover, dpids=dpids, addresses=addresses,
-                          ports=old.ports if relabel is None else None,
+                          profile=old.profile, ports=old.ports if relabel is None else None,
                           lldp=old.lldp)
         # the switches growth adds connect before their cables (docs/updates.md)
         self.new.awaiting = set(range(old.topo.n_switches, new.topo.n_switches))
@@ -293,12 +293,28 @@ def proven_tables(d):
     return ts
 
 
-def control_tables(d, current: TableSet):
+def control_tables(d, current: TableSet, profile: str = "ovs"):
     """:func:`proven_tables` of ``d`` and the relabelling of the running fabric's switches
     (``None``: ids kept), refused unless it is a table set of the running fabric: the same,
-    grown, degraded, restored or (DSN-F ``p -> p + 1``) transformed."""
+    grown, degraded, restored or (DSN-F ``p -> p + 1``) transformed, and written in the
+    OpenFlow profile the switches run (``profile``)."""
     from tablegen.update import relation
 
     ts = proven_tables(d)
+    if (got := profile_of(d)) != profile:
+        raise BadInput(f"controller: {d}: OpenFlow profile {got}; expected {profile}, the "
+                       "profile the running switches were programmed in")
     _, relabel = relation(current.topo, ts.topo)
     return ts, relabel
+
+
+def profile_of(d) -> str:
+    """The OpenFlow profile the manifest of table directory ``d`` records
+    (:func:`tablegen.exports.files.openflow_profile`; :class:`BadInput` for a manifest
+    that cannot be read)."""
+    from pathlib import Path
+
+    from tablegen.exports.files import openflow_profile
+    from tablegen.exports.manifest import load_manifest
+
+    return openflow_profile(load_manifest(Path(d))["exports"])

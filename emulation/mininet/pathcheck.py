@@ -10,7 +10,7 @@ Method (``docs/emulation.md``):
    OpenFlow rules (``revalidator/purge``; without it, packets that hit an already cached
    datapath flow are credited only at the next revalidation, ~0.5 s later), read again.
 3. The counters that moved are the probe's footprint: the ingress entry (table 0,
-   ``in_port=<host port>``) at the source switch; one egress entry (table ``T_EGRESS``:
+   ``in_port=<host port>``, or for UGAL-L one of its decision entries) at the source switch; one egress entry (table ``T_EGRESS``:
    ``metadata=<out port>, vlan_pcp=<VC>``) per hop — the switch, its out port and the VC the
    hop is taken on; the deliver entry (table ``T_FWD``, priority 400, ``eth_dst=<host MAC>``)
    at the last switch.  Starting at the source switch, each hop's out port leads (through
@@ -18,7 +18,8 @@ Method (``docs/emulation.md``):
    hop list ``(switch, out port, VC)`` is reconstructed.
 4. It must equal ``TableSet.walk(src switch, dst switch, class, intermediate)`` — the switches,
    the port numbers and the VCs — with the intermediate that the probe's UDP source port
-   selects (``udp_src`` → the source choice entry in table ``T_CHOICE``).  Any extra, missing
+   selects (``udp_src`` → the source choice entry in table ``T_CHOICE``; in the ``standard``
+   OpenFlow profile its IPv4 destination address does).  Any extra, missing
    or different counter (another port, another VC, a detour, a drop, a delivery elsewhere)
    makes the check fail; a wrong table cannot produce the expected footprint, because every
    hop's counter is tied to the port and the VC the packet really left on.
@@ -26,6 +27,7 @@ Method (``docs/emulation.md``):
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from emulation.mininet.net import FabricNet
 from emulation.mininet.ofclient import FlowReader, unixctl
 from emulation.mininet.probes import Prober
 from tablegen.exports.openflow import (
+    DECIDE_PRIORITY,
     IPPROTO_UDP,
     OFPVID_PRESENT,
     T_CHOICE,
@@ -48,7 +51,7 @@ from tablegen.exports.openflow import (
 )
 from tablegen.tables import TableSet
 
-__all__ = ["PathChecker", "PathResult", "target_of_udp_src", "expected_walk"]
+__all__ = ["PathChecker", "PathResult", "target_of_probe", "expected_walk"]
 
 
 @dataclass
@@ -75,19 +78,25 @@ class PathResult:
         return len(self.measured["ports"])
 
 
-def target_of_udp_src(prog, udp_src: int) -> int | None:
+def target_of_probe(prog, udp_src: int, ipv4_dst: str) -> int | None:
     """The phase-0 target (VID ``1 + t``) that the source-choice table of ``prog`` assigns to
-    UDP probes from ``udp_src``; ``None`` when the program has no UDP source choice."""
-    for f in prog.flows:
-        if f.table != T_CHOICE:
-            continue
+    a UDP probe from ``udp_src`` to ``ipv4_dst`` (dotted): the highest-priority entry whose
+    L4 source port or IPv4 destination bits it matches; ``None`` when that entry writes no
+    target (Open vSwitch's SELECT group) or the program has no source choice."""
+    dst = int(ipaddress.IPv4Address(ipv4_dst))
+    for f in sorted((f for f in prog.flows if f.table == T_CHOICE), key=lambda f: -f.priority):
         m = dict(f.match)
-        if m.get("ip_proto") != IPPROTO_UDP:
-            continue
-        value, mask = m["udp_src"]
-        if udp_src & mask == value:
-            vid = next(a[2] for a in f.actions if a[:2] == ("set_field", "vlan_vid"))
-            return (vid & ~OFPVID_PRESENT) - 1
+        if "udp_src" in m:
+            value, mask = m["udp_src"]
+            hit = m.get("ip_proto") == IPPROTO_UDP and udp_src & mask == value
+        elif "ipv4_dst" in m:
+            value, mask = (int(ipaddress.IPv4Address(x)) for x in m["ipv4_dst"])
+            hit = dst & mask == value
+        else:
+            hit = "tcp_src" not in m
+        if hit:
+            return next(((a[2] & ~OFPVID_PRESENT) - 1 for a in f.actions
+                         if a[:2] == ("set_field", "vlan_vid")), None)
     return None
 
 
@@ -103,14 +112,15 @@ def expected_walk(ts: TableSet, src_sw: int, dst_sw: int, choice_cls, target) ->
 
 class PathChecker:
     """Counters-based path check on a net whose bridges hold ``ts``'s program (from files or
-    from the controller).  Use as a context manager (it holds sockets)."""
+    from the controller) in OpenFlow profile ``profile``.  Use as a context manager (it
+    holds sockets)."""
 
     def __init__(self, fnet: FabricNet, ts: TableSet, prober: Prober | None = None,
-                 wait: float = 1.0):
+                 wait: float = 1.0, profile: str = "ovs"):
         if ts.topo.name() != fnet.topo.name() and not _degraded_of(ts.topo, fnet.topo):
             raise ValueError(f"tables for {ts.topo.name()}, net of {fnet.topo.name()}")
         self.fnet, self.ts, self.topo = fnet, ts, fnet.topo
-        self.plan = plan(ts)
+        self.plan = plan(ts, profile=profile)   # the OpenFlow profile the bridges hold
         self.choice = self.plan.choice if self.plan.ingress["choice"] else None
         self._progs: dict[int, object] = {}
         self.own_prober = prober is None
@@ -158,6 +168,9 @@ class PathChecker:
                     port = int(m.get("in_port", -1))
                     w = self.fnet.wiring
                     k = ("ingress", s, port if w is None else w.planned(s, port))
+                elif table == T_INGRESS and prio == DECIDE_PRIORITY:
+                    # UGAL-L's decision entries take IPv4 from any host port of the switch
+                    k = ("decide", s)
                 elif table == T_INGRESS and prio == 200:
                     k = ("local", s, self.mac_host.get(int(m.get("eth_dst", -1)), -1))
                 else:
@@ -199,8 +212,8 @@ class PathChecker:
             if k[0] == "egress" and v > 0:
                 hops[(k[1], k[2], k[3])] += v
         deliver = {k: v for k, v in d.items() if k[0] in ("deliver", "local") and v > 0}
-        ingress = {k: v for k, v in d.items() if k[0] == "ingress" and v > 0}
-        if s0 != s1 and ingress != {("ingress", s0, p0): 1}:
+        ingress = {k: v for k, v in d.items() if k[0] in ("ingress", "decide") and v > 0}
+        if s0 != s1 and ingress not in ({("ingress", s0, p0): 1}, {("decide", s0): 1}):
             problems.append(f"ingress counters {ingress}; expected one packet in at switch "
                             f"{s0} port {p0}")
         want_del = ("local" if s0 == s1 else "deliver", s1, dst)
@@ -254,7 +267,8 @@ class PathChecker:
             udp_src = self.udp_src_for(s0, target)
         if udp_src is None:
             udp_src = 49152
-        tgt = target_of_udp_src(prog, udp_src) if self.choice is not None else None
+        tgt = (target_of_probe(prog, udp_src, self.fnet.ip[dst])
+               if self.choice is not None else None)
         delivered, d = self.footprint(src, dst, udp_src)
         expected = None
         if self.choice is None or tgt is not None:

@@ -105,7 +105,8 @@ def load_tables_json(path, topo: Topology) -> TableSet:
 # all formats
 # ---------------------------------------------------------------------------------------------
 def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int = 1,
-               lft_comments: bool | None = None, atomic: bool = True) -> dict[str, list[str]]:
+               lft_comments: bool | None = None, atomic: bool = True,
+               binding=None, openflow_profile: str = "ovs") -> dict[str, list[str]]:
     """Write every requested format into ``outdir``; returns the written paths per format.
 
     All formats are planned (and every :class:`NotExpressible` raised) before the first file is
@@ -113,7 +114,10 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
     atomically (``<name>.tmp-<pid>``, then ``os.replace``) unless ``atomic=False``: then it
     is written in place, for an ``outdir`` that is itself renamed into place once complete
     (``fabroute tables`` does that; a rename per file costs 0.15 ms on ext4 here, 0.6 s for
-    a 2064-router Dragonfly's 4,137 files).
+    a 2064-router Dragonfly's 4,137 files).  ``binding``: the IB files of the bound fabric
+    (:func:`~tablegen.exports.infiniband.write.plan_ib`).
+    ``openflow_profile``: the OpenFlow program's profile
+    (:data:`tablegen.exports.openflow.PROFILES`).
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -123,8 +127,8 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
     from tablegen.exports.openflow_text import plan_openflow
 
     planners = {"json": lambda: plan_json(ts),
-                "ib": lambda: plan_ib(ts, lmc, lft_comments, seed),
-                "openflow": lambda: plan_openflow(ts)}
+                "ib": lambda: plan_ib(ts, lmc, lft_comments, seed, binding=binding),
+                "openflow": lambda: plan_openflow(ts, openflow_profile)}
     plans = {f: planners[f]() for f in formats}
     return {f: run_jobs(outdir, jobs, atomic) for f, jobs in plans.items()}
 
@@ -134,7 +138,8 @@ def export_all(ts: TableSet, outdir, *, formats=FORMATS, lmc: int = 0, seed: int
 # ---------------------------------------------------------------------------------------------
 def write_table_set(ts, rep, out: Path, formats, lmc: int | None = None, seed: int = 1,
                     jobs: int = 1, into: bool = False, update: dict | None = None,
-                    force: bool = False) -> tuple[list[str], dict[str, str]]:
+                    force: bool = False, binding=None,
+                    openflow_profile: str = "ovs") -> tuple[list[str], dict[str, str]]:
     """Write every export of ``ts`` into ``out`` as a whole, crash-safe
     (:func:`~tablegen.exports.outdir.replaced_dir`); ``into``: ``out`` is a new directory
     inside one that is itself being replaced (a batch of routings), written in place.  A
@@ -148,16 +153,22 @@ def write_table_set(ts, rep, out: Path, formats, lmc: int | None = None, seed: i
     table set this one replaces (:func:`tablegen.update.table_diff`), written as
     :data:`UPDATE_FILE` and bound by its hash (it cannot be derived from this set alone).
     ``force``: replace a fabroute output of another kind
-    (:func:`~tablegen.exports.outdir.check_out_dir`)."""
+    (:func:`~tablegen.exports.outdir.check_out_dir`).  ``binding``
+    (:class:`~tablegen.fabrics.bind.Binding`): the set is bound to a fabric as cabled
+    (:mod:`tablegen.exports.fabric_files`), its IB files keyed by the fabric's ids.
+    ``openflow_profile``: the OpenFlow program's (:data:`tablegen.exports.openflow.PROFILES`),
+    recorded in the manifest's ``exports.openflow_profile``."""
     if into:
         out.mkdir()
-        return _write_files(ts, rep, out, formats, lmc, seed, jobs, update)
+        return _write_files(ts, rep, out, formats, lmc, seed, jobs, update, binding,
+                            openflow_profile)
     with replaced_dir(out, kind="table-set", force=force) as tmp:
-        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update)
+        return _write_files(ts, rep, tmp, formats, lmc, seed, jobs, update, binding,
+                            openflow_profile)
 
 
 def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: int,
-                 update=None):
+                 update=None, binding=None, openflow_profile: str = "ovs"):
     from tablegen.exports.manifest import MANIFEST, write_manifest
     from tablegen.forked import run_forked
 
@@ -175,7 +186,8 @@ def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: in
             why = None      # why the first LMC tried could not be used
             for m in tries:
                 try:
-                    files = export_all(ts, d, formats=(fmt,), lmc=m, seed=seed, atomic=False)
+                    files = export_all(ts, d, formats=(fmt,), lmc=m, seed=seed, atomic=False,
+                                       binding=binding, openflow_profile=openflow_profile)
                 except NotExpressible as e:
                     shutil.rmtree(d / fmt, ignore_errors=True)  # nothing half-written
                     why, last = why or f"LMC {m} cannot be expressed: {e}", str(e)
@@ -196,9 +208,17 @@ def _write_files(ts, rep, d: Path, formats, lmc: int | None, seed: int, jobs: in
     if update is not None:
         (d / UPDATE_FILE).write_text(json.dumps(update, indent=1) + "\n")
         extra.add(UPDATE_FILE)
+    bound = {}
+    if binding is not None:
+        from tablegen.exports.fabric_files import FABRIC_FILE, MAP_FILE, write_fabric_files
+
+        bound = {"fabric": write_fabric_files(d, binding)}
+        extra |= {FABRIC_FILE, MAP_FILE}
     write_manifest(d, rep, {"json": True, "report": True, "openflow": "openflow" in made,
+                            **({"openflow_profile": openflow_profile}
+                               if "openflow" in made else {}),
                             "ib": records.get("ib"),
-                            **({"skipped": skipped} if skipped else {})})
+                            **({"skipped": skipped} if skipped else {}), **bound})
     files = sorted({str(Path(f).relative_to(d)) for fs in written.values() for f in fs}
                    | {TABLES_NPZ, REPORT_FILE, MANIFEST} | extra)
     return files, skipped
@@ -235,9 +255,22 @@ def load_table_dir(d: Path) -> TableSet:
                        "'fabroute tables' writes") from None
 
 
-def derived_files(ts: TableSet, exports: dict, rep) -> dict:
+def openflow_profile(exports: dict) -> str:
+    """The OpenFlow profile a manifest's ``exports`` record (``ovs`` when it names none: the
+    only program before profiles existed); :class:`BadInput` for any other value."""
+    from tablegen.exports.openflow import PROFILES
+
+    profile = exports.get("openflow_profile", "ovs")
+    if profile not in PROFILES:
+        raise BadInput(f"manifest.json: exports.openflow_profile {profile!r}; expected one "
+                       f"of {', '.join(PROFILES)}")
+    return profile
+
+
+def derived_files(ts: TableSet, exports: dict, rep, binding=None) -> dict:
     """Path -> producer of every file that ``exports`` (a manifest's record of how a set was
-    written) says can be made again from the proven table set ``ts`` and its report ``rep``."""
+    written) says can be made again from the proven table set ``ts`` and its report ``rep``
+    (and, for a set bound to a fabric, its ``binding``)."""
     ex = exports
     jobs = {TOPOLOGY_FILE: lambda: json_chunks(ts.topo.to_dict())}
     if ex.get("json"):
@@ -247,7 +280,7 @@ def derived_files(ts: TableSet, exports: dict, rep) -> dict:
     if ex.get("openflow"):
         from tablegen.exports.openflow_text import plan_openflow
 
-        jobs.update(plan_openflow(ts))
+        jobs.update(plan_openflow(ts, openflow_profile(ex)))
     ib = ex.get("ib")
     if ib:
         from tablegen.exports.infiniband.write import plan_ib
@@ -256,7 +289,7 @@ def derived_files(ts: TableSet, exports: dict, rep) -> dict:
                 and isinstance(ib.get("seed"), int) and ib.get("prefix") in ("", "ib/")):
             raise BadInput(f"manifest.json: exports.ib {ib!r}; expected lmc, seed and prefix")
         jobs.update(plan_ib(ts, ib["lmc"], None, ib["seed"], ib["prefix"],
-                            variant=ib.get("variant")))
+                            variant=ib.get("variant"), binding=binding))
     return jobs
 
 
@@ -268,7 +301,7 @@ def prove_table_dir(d: Path):
     ``(table set, report, files report or None)``; a missing or unreadable manifest is a
     failed file check, not bad input: the set is not what was verified."""
     from tablegen.exports.infiniband.read import IB_FILES
-    from tablegen.exports.manifest import check_files, proof_facts
+    from tablegen.exports.manifest import FIRST_ERRORS, check_files, proof_facts
     from tablegen.routing.imported import IMPORTED
     from tablegen.verify import verify_stored
 
@@ -280,9 +313,30 @@ def prove_table_dir(d: Path):
     # derived from it: bound by their hash
     source = {f"ib/{n}" for n in IB_FILES} if ts.routing == IMPORTED else set()
     try:
-        files = check_files(d, lambda ex: derived_files(ts, ex, rep),
-                            {TABLES_NPZ, UPDATE_FILE} | source, proof_facts(rep))
+        binding, bound_errors, bound = _bound_fabric(d, ts)
+        files = check_files(d, lambda ex: derived_files(ts, ex, rep, binding),
+                            {TABLES_NPZ, UPDATE_FILE} | source | bound, proof_facts(rep))
     except (BadInput, NotExpressible) as e:
         files = {"ok": False, "files": 0, "checked": 0, "derived": 0, "errors": [str(e)],
                  "error_count": 1}
+    else:
+        if bound_errors:
+            files["errors"] = (bound_errors + files["errors"])[:FIRST_ERRORS]
+            files["error_count"] += len(bound_errors)
+            files["ok"] = False
     return ts, rep, files
+
+
+def _bound_fabric(d: Path, ts: TableSet):
+    """For a set bound to a fabric (its manifest's ``exports.fabric``): the binding proven
+    against the fabric file (:func:`~tablegen.exports.fabric_files.load_bound`), why it
+    does not hold, and the two files bound by their hash; ``(None, [], set())`` otherwise."""
+    from tablegen.exports.manifest import load_manifest
+
+    record = load_manifest(d)["exports"].get("fabric")
+    if record is None:
+        return None, [], set()
+    from tablegen.exports.fabric_files import FABRIC_FILE, MAP_FILE, load_bound
+
+    binding, errors = load_bound(d, record, ts.topo)
+    return binding, errors, {FABRIC_FILE, MAP_FILE}

@@ -50,8 +50,8 @@ def proof_facts(rep) -> dict:
 
 def write_manifest(d: Path, rep, exports: dict, kind: str = "table-set") -> Path:
     """Write ``d/manifest.json`` over every regular file below ``d``; ``exports`` says how the
-    files were made (``{"json": bool, "openflow": bool, "ib": {"lmc", "seed", "prefix"} |
-    None, "report": bool}``); ``kind``: what the directory is
+    files were made (``{"json": bool, "openflow": bool, "openflow_profile": "ovs" |
+    "standard" (with "openflow"), "ib": {"lmc", "seed", "prefix"} | None, "report": bool}``); ``kind``: what the directory is
     (:data:`tablegen.exports.outdir.KINDS`: ``table-set`` or ``ib-export``), which decides
     what may replace it.  O(bytes in ``d``) to hash."""
     d = Path(d)

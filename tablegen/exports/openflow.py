@@ -11,6 +11,12 @@ Addressing: host MACs ``02:GG:GG:LL:LL:EE`` (group, rank in group, host index), 
 ``t``), VLAN PCP = the VC of the next hop, metadata = the chosen out port.
 
 Pipeline: table 0 ingress, 1 source choice, 2 phase exit, 3 forwarding, 4 egress.
+
+Profiles (:data:`PROFILES`): ``ovs`` splits flows by masked L4 source ports and sends other
+traffic to a SELECT group whose buckets end with Open vSwitch's ``resubmit``; ``standard``
+uses only what OpenFlow 1.3 itself defines (no vendor action, no mask on a field the
+specification does not let be masked): the source choice and UGAL-L's split are masked
+IPv4 address matches, and no group at all.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from tablegen.routing.walk import group_majority
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
-__all__ = ["CHOICE_BITS_MAX", "DECIDE_PRIORITY", "Flow", "Group", "Program", "SPLIT_BITS",
+__all__ = ["CHOICE_BITS_MAX", "DECIDE_PRIORITY", "Flow", "Group", "PROFILES", "Program",
+           "SPLIT_BITS",
            "T_ARRIVE", "VERSION_BIT", "is_stamp", "version_flows", "versioned",
            "T_CHOICE", "T_EGRESS", "T_FWD", "T_INGRESS", "choice_slots", "dpid",
            "host_macs", "mac_str", "ofctl_flow", "ofctl_group", "plan", "program",
@@ -45,6 +52,8 @@ CHOICE_BITS_MAX = 12              # source-choice slots are the low bits of the 
 SPLIT_BITS = 3                    # UGAL-L's decision blocks: shares in steps of 1/8 of the flows
 DECIDE_PRIORITY = 150             # table-0 decision entries: above the host ingress default
 ETH_IPV4, IPPROTO_TCP, IPPROTO_UDP = 0x0800, 6, 17
+# the pipelines a program can be written for (docs/openflow.md, "Profiles")
+PROFILES = ("ovs", "standard")
 # any VID: OpenFlow 1.3's prerequisite of a vlan_pcp match and (OVS) of setting VLAN fields
 TAGGED = ("vlan_vid", (OFPVID_PRESENT, OFPVID_PRESENT))
 
@@ -242,18 +251,26 @@ class Plan:
     versions: bool = False      # every VID fits below VERSION_BIT: programs carry a version
     ff: dict | None = None      # fast failover: cables with backups, and per switch the
                                 # backup of each entry: {"cables", "at": {u: ({d: b}, {G: b})}}
+    profile: str = "ovs"        # one of PROFILES
 
 
-def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int) -> dict | None:
+def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int,
+                    profile: str = "ovs") -> dict | None:
     """Where UGAL-L's table-0 decision entries split a destination's flows: ``split_bits``
     bits of the L4 source port just above the bits the source choice uses (so which
-    intermediate a flow takes and whether it goes non-minimally are independent), per
-    destination switch — or per destination group when the non-minimal class heads for
-    groups (a Dragonfly: the minimal paths to a group leave on one port).  ``None`` for
-    routings without a choice between MIN and a Valiant class."""
+    intermediate a flow takes and whether it goes non-minimally are independent) — in the
+    ``standard`` profile the low bits of the IPv4 source address, since the choice reads the
+    destination's —, per destination switch — or per destination group when the non-minimal
+    class heads for groups (a Dragonfly: the minimal paths to a group leave on one port).
+    ``None`` for routings without a choice between MIN and a Valiant class."""
     if choice is None or len(ts.classes) != 2 or ts.classes[0].table0 is not None:
         return None
     topo = ts.topo
+    keys = "group" if choice.target0 == "group" else "switch"
+    if profile == "standard":
+        return {"bits": split_bits, "shift": 0, "field": "ipv4_src", "keys": keys,
+                "blocks": share_blocks(split_bits), "min_pcp": ts.classes[0].vc_base,
+                "nonmin_pcp": choice.vc_base}
     if choice.target0 == "group":
         most = topo.n_groups - 1
     elif choice.inter == "switch-3h":
@@ -265,23 +282,25 @@ def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int) -> 
         raise NotExpressible(f"{ts.routing} on {topo.name()}: the source choice uses {shift} "
                              f"bits of the L4 source port; {split_bits} split bits above them "
                              "exceed its 16")
-    return {"bits": split_bits, "shift": shift, "keys": "group" if choice.target0 == "group"
-            else "switch", "blocks": share_blocks(split_bits),
-            "min_pcp": ts.classes[0].vc_base, "nonmin_pcp": choice.vc_base}
+    return {"bits": split_bits, "shift": shift, "field": "l4_src", "keys": keys,
+            "blocks": share_blocks(split_bits), "min_pcp": ts.classes[0].vc_base,
+            "nonmin_pcp": choice.vc_base}
 
 
 def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False,
-         addresses: tuple[list, list] | None = None) -> Plan:
+         addresses: tuple[list, list] | None = None, profile: str = "ovs") -> Plan:
     """Check that ``ts`` fits the pipeline and precompute the per-table-set parts
     (``split_bits``: UGAL-L's decision granularity, :func:`decision_layout`;
     ``fast_failover``: FAST_FAILOVER groups on the verified backup ports of
     :func:`tablegen.backup.fast_failover`; ``addresses``: ``(host MACs, switch MAC
     prefixes)`` the hosts already have, instead of the plan's — a relabelled fabric (DSN-F
     ``p -> p + 1``) keeps its hosts' addresses, whose groups are not the new ones, so no
-    destination group is aggregated).
+    destination group is aggregated; ``profile``: one of :data:`PROFILES`).
     Complexity: O(N^2) plus VAL_nta's O(N^2 L) on-path triples (and the backups' proofs)."""
     topo = ts.topo
     n = topo.n_switches
+    if profile not in PROFILES:
+        raise ValueError(f"OpenFlow profile {profile!r}; expected one of {PROFILES}")
     if "reroute" in ts.params:
         raise NotExpressible(f"{ts.routing}: class {ts.params['reroute']} begins at a packet's "
                              "second switch; the OpenFlow program chooses path classes only "
@@ -324,7 +343,7 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False
         leave = ts.exit_port if c is not None and c.exit == "port" else None
         phase_tables.append((vid, use, maj, er, ec, split, table, leave))
     on_path = ts.on_path_triples() if any(c.exit == "on_path" for c in to_target) else None
-    decide = decision_layout(ts, choice, split_bits)
+    decide = decision_layout(ts, choice, split_bits, profile)
     if addresses is not None and decide is not None:
         raise NotExpressible(f"{ts.routing}: UGAL-L's decisions per destination group need "
                              "the MAC plan's groups; a relabelled fabric keeps other addresses")
@@ -333,7 +352,7 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False
     return Plan(ts, V, ingress, choice, [0] + ([1] if to_dst else []), hmac, smac,
                 mac_str(gmac),
                 phase_tables, to_target, on_path, decide, top_vid < VERSION_BIT,
-                _ff_entries(ts, phase_tables, grp) if fast_failover else None)
+                _ff_entries(ts, phase_tables, grp) if fast_failover else None, profile)
 
 
 def _ff_entries(ts: TableSet, phase_tables, grp: np.ndarray) -> dict:
@@ -391,6 +410,11 @@ def _vid(v: int) -> int:
     return OFPVID_PRESENT | v
 
 
+def ip_str(v: int) -> str:
+    """``v`` (32 bits) as a dotted IPv4 address: the value or mask of a masked address match."""
+    return ".".join(str((v >> s) & 0xFF) for s in (24, 16, 8, 0))
+
+
 def decision_keys(p: Plan, u: int) -> list[int]:
     """The destination keys (switches, or groups) switch ``u`` has decision entries for:
     every one but its own."""
@@ -410,9 +434,13 @@ def decision_flow(p: Plan, k: int, block: int, proto: int, nonmin: bool) -> Flow
     value, mask = d["blocks"][block]
     prefix, pmask = ((p.grp_prefix[k], GROUP_MASK) if d["keys"] == "group"
                      else (p.sw_prefix[k], SWITCH_MASK))
-    field = "udp_src" if proto == IPPROTO_UDP else "tcp_src"
+    if d["field"] == "ipv4_src":
+        split = ("ipv4_src", (ip_str(value), ip_str(mask)))
+    else:
+        split = ("udp_src" if proto == IPPROTO_UDP else "tcp_src",
+                 (value << d["shift"], mask << d["shift"]))
     m = (("vlan_vid", 0), ("eth_type", ETH_IPV4), ("ip_proto", proto),
-         ("eth_dst", (prefix, pmask)), (field, (value << d["shift"], mask << d["shift"])))
+         ("eth_dst", (prefix, pmask)), split)
     if nonmin:
         acts = (("push_vlan", 0x8100), ("set_field", "vlan_pcp", d["nonmin_pcp"]),
                 ("goto_table", T_CHOICE))
@@ -539,10 +567,23 @@ def _program(p: Plan, u: int, shares=None) -> Program:
     if p.decide is not None:
         flows += decision_flows(p, u, shares)
 
-    # 1 source choice: the L4 source port's low bits pick the bucket (OVS's OpenFlow 1.3
-    # SELECT groups hash every flow to one bucket); other traffic uses the SELECT group
+    # 1 source choice
     groups: list[Group] = []
-    if p.choice is not None:
+    if p.choice is not None and p.profile == "standard":
+        # OpenFlow 1.3 masks no L4 port and lets no bucket go on to a table: the destination
+        # address's low bits pick the target, and traffic other than IPv4 takes the first
+        bk = buckets(p, u, p.choice)
+        bits, owner = choice_slots([w for _, w in bk])
+        mask = ip_str((1 << bits) - 1)
+        for slot, b in enumerate(owner):
+            add(Flow(T_CHOICE, 100, (TAGGED, ("eth_type", ETH_IPV4),
+                                     ("ipv4_dst", (ip_str(slot), mask))),
+                     (("set_field", "vlan_vid", _vid(1 + bk[b][0])), ("goto_table", T_ARRIVE))))
+        add(Flow(T_CHOICE, 0, (), (("set_field", "vlan_vid", _vid(1 + bk[0][0])),
+                                   ("goto_table", T_ARRIVE))))
+    elif p.choice is not None:
+        # the L4 source port's low bits pick the bucket (OVS's OpenFlow 1.3 SELECT groups
+        # hash every flow to one bucket); other traffic uses the SELECT group
         c = p.choice
         bk = buckets(p, u, c)
         bits, owner = choice_slots([w for _, w in bk])
@@ -660,6 +701,8 @@ def _ofctl_match(match: tuple) -> list[str]:
             out.append(f"nw_proto={v}")
         elif k in ("udp_src", "tcp_src"):
             out.append(f"tp_src=0x{v[0]:x}/0x{v[1]:x}")
+        elif k in ("ipv4_src", "ipv4_dst"):
+            out.append(f"nw_{k[5:]}={v[0]}/{v[1]}")
         else:
             out.append(f"{k}={v}")
     return out

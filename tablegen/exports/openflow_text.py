@@ -29,8 +29,10 @@ from tablegen.tables import TableSet
 OF_CHUNK_ROWS = 1 << 17         # flow entries formatted at a time (about 16 MB of text)
 
 
-def plan_openflow(ts: TableSet) -> list[Job]:
-    p = of.plan(ts)
+def plan_openflow(ts: TableSet, profile: str = "ovs") -> list[Job]:
+    """The files of the OpenFlow program of ``ts`` in ``profile`` (one of
+    :data:`tablegen.exports.openflow.PROFILES`), as jobs."""
+    p = of.plan(ts, profile=profile)
     n = ts.topo.n_switches
     width = max(4, len(str(n - 1)))
     text = _OfText(p, width)
@@ -38,15 +40,15 @@ def plan_openflow(ts: TableSet) -> list[Job]:
     for u in range(n):
         name = f"openflow/s{u:0{width}d}"
         jobs.append((name + ".flows", lambda u=u: text.flows(u)))
-        if p.choice is not None:
+        if text.grouped:
             jobs.append((name + ".groups", lambda u=u: text.groups(u)))
     jobs.append(("openflow/manifest.json", lambda: json_chunks(_of_manifest(p, width))))
     return jobs
 
 
-def export_openflow(ts: TableSet, outdir) -> list[str]:
+def export_openflow(ts: TableSet, outdir, profile: str = "ovs") -> list[str]:
     """Write ``outdir/openflow/s<id>.flows`` (+ ``.groups``) and ``manifest.json``."""
-    return run_jobs(outdir, plan_openflow(ts))
+    return run_jobs(outdir, plan_openflow(ts, profile))
 
 
 class _OfText:
@@ -59,6 +61,8 @@ class _OfText:
     def __init__(self, p, width: int):
         topo = p.ts.topo
         self.p, self.width = p, width
+        self.std = p.profile == "standard"
+        self.grouped = p.choice is not None and not self.std     # a .groups file per switch
         n, H = topo.n_switches, topo.n_hosts
         self.sw_str, self.grp_str = H, H + n          # where the string table's parts start
         self.rows = RowFormats(p.host_mac + p.sw_prefix + p.grp_prefix)
@@ -79,6 +83,7 @@ class _OfText:
                              of.OFPVID_PRESENT | ing["vid"]), [D]),
             "from_switch": add(m.from_switch(a), [D]),
             "choice_group": add(m.choice_group(), []),
+            "choice_default": add(m.choice_default(a), [D]),
             "arrive": add(m.arrive(a), [D]),
             "on_path": add(m.on_path(a, b), [D, T]),
             "arrive_miss": add(m.arrive_miss(), []),
@@ -93,7 +98,9 @@ class _OfText:
         dec = p.decide
         if dec is not None:
             mask = of.GROUP_MASK if dec["keys"] == "group" else of.SWITCH_MASK
-            self.f["decide"] = add(m.decide(*row_fields(4), mask, dec["min_pcp"]), [D, T, X, X])
+            self.f["decide"] = (add(m.decide_ip(*row_fields(6), mask, dec["min_pcp"]),
+                                    [D, T, D, D, D, D]) if self.std else
+                                add(m.decide(*row_fields(4), mask, dec["min_pcp"]), [D, T, X, X]))
         self.rows.compile()
         # buffers of their own: their text is written with the flows'
         self.bucket_rows, self.choice_rows = RowFormats([]), RowFormats([])
@@ -101,7 +108,9 @@ class _OfText:
             self.f["bucket"] = self.bucket_rows.add(self.groups_m.bucket(a, b, p.choice.vc_base),
                                                     [D, D])
             self.bucket_rows.compile()
-            self.f["choice"] = self.choice_rows.add(m.choice(*row_fields(4)), [D, X, X, D])
+            self.f["choice"] = (self.choice_rows.add(m.choice_ip(*row_fields(5)), [D] * 5)
+                                if self.std else
+                                self.choice_rows.add(m.choice(*row_fields(4)), [D, X, X, D]))
             self.choice_rows.compile()
         self._slots: dict[bytes, tuple[int, np.ndarray]] = {}
         self._choice_text: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
@@ -118,7 +127,7 @@ class _OfText:
         p = self.p
         head, tail = around(self.flows_file, u, f"{of.dpid(u):016x}", p.ts.routing,
                              p.ts.topo.name(), p.V,
-                             f"s{u:0{self.width}d}.groups" if p.choice else None)
+                             f"s{u:0{self.width}d}.groups" if self.grouped else None)
         u0, _, text = self._text(u)
         buf, start, mid, choice = text["flows"]
         i = u - u0
@@ -163,11 +172,17 @@ class _OfText:
             return ()
         if key not in self._choice_text:
             bits, _ = self._slots[key]
-            S = len(vid) // 2
-            args = np.stack([np.repeat([of.IPPROTO_UDP, of.IPPROTO_TCP], S),
-                             np.tile(np.arange(S), 2), np.full(2 * S, (1 << bits) - 1), vid],
-                            axis=1)
-            text, _, at = self.choice_rows.fill(np.full(2 * S, self.f["choice"]), args, at=3)
+            if self.std:        # ipv4_dst=0.0.hi.lo/0.0.hi.lo: at most CHOICE_BITS_MAX bits
+                slot, mask = np.arange(len(vid)), (1 << bits) - 1
+                args = np.stack([slot >> 8, slot & 0xFF, np.full(len(vid), mask >> 8),
+                                 np.full(len(vid), mask & 0xFF), vid], axis=1)
+            else:
+                S = len(vid) // 2
+                args = np.stack([np.repeat([of.IPPROTO_UDP, of.IPPROTO_TCP], S),
+                                 np.tile(np.arange(S), 2), np.full(2 * S, (1 << bits) - 1),
+                                 vid], axis=1)
+            text, _, at = self.choice_rows.fill(np.full(len(vid), self.f["choice"]), args,
+                                                at=args.shape[1] - 1)
             self._choice_text[key] = text.copy(), at
         text, at = self._choice_text[key]
         if len(self._choice_buf) < len(text):
@@ -213,9 +228,13 @@ class _OfText:
         choice = [()] * (u1 - u0)
         if p.choice is not None:
             choice, (t, w) = self._choice(bk[p.choice.name])
-            put(sws, f["choice_group"])
-            buckets.append((np.repeat(sws, [len(x) for x in t]), f["bucket"],
-                            (np.concatenate(w), of.OFPVID_PRESENT | (1 + np.concatenate(t)))))
+            if self.std:
+                first = np.array([x[0] for x in t])        # non-IPv4 takes the first target
+                put(sws, f["choice_default"], of.OFPVID_PRESENT | (1 + first))
+            else:
+                put(sws, f["choice_group"])
+                buckets.append((np.repeat(sws, [len(x) for x in t]), f["bucket"],
+                                (np.concatenate(w), of.OFPVID_PRESENT | (1 + np.concatenate(t)))))
         # 2 phase exit
         for c in p.vid_targets:
             if c.exit in ("reach", "on_path"):
@@ -277,10 +296,12 @@ class _OfText:
         value, mask = (np.array(x, dtype=np.int64) << d["shift"] for x in zip(*d["blocks"]))
         per = 2 * len(d["blocks"])
         rows = len(s) * per
+        bits = ((value >> 8, value & 0xFF, mask >> 8, mask & 0xFF) if self.std
+                else (value, mask))           # standard: nw_src=0.0.hi.lo/0.0.hi.lo
         return (np.repeat(sws[s], per), self.f["decide"],
                 np.tile(np.repeat([of.IPPROTO_UDP, of.IPPROTO_TCP], len(d["blocks"])), len(s)),
                 np.repeat((self.grp_str if group else self.sw_str) + k, per),
-                np.resize(value, rows), np.resize(mask, rows))
+                *(np.resize(b, rows) for b in bits))
 
     def _choice(self, bks) -> tuple:
         """Per switch (buckets ``bks``): its source-choice slot layout (the key of
@@ -296,7 +317,7 @@ class _OfText:
                 self._slots[key] = bits, np.array(owner, dtype=np.int64)
             owner = self._slots[key][1]
             t = np.stack([tw[i][:, 0] for i in members])
-            vid = np.tile(of.OFPVID_PRESENT | (1 + t[:, owner]), 2)
+            vid = np.tile(of.OFPVID_PRESENT | (1 + t[:, owner]), 1 if self.std else 2)
             for k, i in enumerate(members):
                 choice[i] = key, vid[k]
         return choice, ([x[:, 0] for x in tw], [x[:, 1] for x in tw])
@@ -313,12 +334,14 @@ def _of_manifest(p, width: int) -> dict:
                    "forward": of.T_FWD, "egress": of.T_EGRESS},
         "ingress": {"class": ts.classes[0].name, **p.ingress},
         "choice_class": None if p.choice is None else p.choice.name,
+        "profile": p.profile,
         "mac_layout": "02:GG:GG:LL:LL:EE (group, rank in group, host index)",
         "masks": {"group": of.GROUP_MASK, "switch": of.SWITCH_MASK},
         "switches": [{"id": s, "dpid": f"{of.dpid(s):016x}", "group": int(topo.group[s]),
                       "rank": int(rank[s]), "mac_prefix": p.sw_prefix[s],
                       "flows": f"s{s:0{width}d}.flows",
-                      "groups": (f"s{s:0{width}d}.groups" if p.choice else None)}
+                      "groups": (f"s{s:0{width}d}.groups" if p.choice and p.profile == "ovs"
+                                 else None)}
                      for s in range(n)],
         "hosts": [{"id": h, "switch": s, "port": q, "mac": p.host_mac[h]}
                   for h, s, q in topo.host_table().tolist()],

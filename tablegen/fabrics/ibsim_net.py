@@ -49,15 +49,20 @@ def net_names(fabric: Fabric) -> dict[str, str]:
     return out
 
 
-def net_text(fabric: Fabric) -> str:
+def net_text(fabric: Fabric, lids: dict[str, int] | None = None, lmc: int = 0) -> str:
     """ibsim's ``net`` file for ``fabric`` (HCAs first: ibsim attaches a client to the first
-    CA it parsed unless told otherwise).  :class:`BadInput` when ibsim cannot hold the GUIDs:
-    a host id 0 (its node GUID would be -1) or a host's node GUID equal to another id."""
+    CA it parsed unless told otherwise).  ``lids``/``lmc``: the LID of every switch and host
+    id and the HCAs' LMC (older ibsim takes an HCA's from its port line), default the
+    module's plan.  :class:`BadInput` when ibsim cannot hold the GUIDs: a host id 0 (its
+    node GUID would be -1) or a host's node GUID equal to another id."""
     names = net_names(fabric)
     sw_ids = fabric.switch_ids
-    lid = {s: i + 1 for i, s in enumerate(sw_ids)}
     host_ids = sorted(fabric.hosts)
-    lid.update({h: len(sw_ids) + 1 + i for i, h in enumerate(host_ids)})
+    if lids is None:
+        lid = {s: i + 1 for i, s in enumerate(sw_ids)}
+        lid.update({h: len(sw_ids) + 1 + i for i, h in enumerate(host_ids)})
+    else:
+        lid = lids
     taken = set(fabric.switches) | set(fabric.hosts)
     node_of = {}
     for h in host_ids:
@@ -70,6 +75,7 @@ def net_text(fabric: Fabric) -> str:
         taken.add(node)
         node_of[h] = node
     lim = ibsim_limits(fabric)
+    lim["L"] = max(lim["L"], -(-(max(lid.values(), default=0) + (1 << lmc)) // 64) * 64)
     out = [f"# fabroute ibsim net file of a fabric ({fabric.source}): {len(sw_ids)} switches, "
            f"{len(host_ids)} HCAs, {len(fabric.cables)} switch-switch cables",
            f"# run as: ibsim -s -N {lim['N']} -S {lim['S']} -P {lim['P']} -L {lim['L']} "
@@ -78,7 +84,7 @@ def net_text(fabric: Fabric) -> str:
         d = fabric.hosts[h]
         sw = d["switch"]
         out += ["", f"caguid={node_of[h]}", f"Hca 1 \"{names[h]}\"",
-                f"[1] \"{names[sw]}\"[{d['port']}] # lid {lid[h]} lmc 0 \"{names[sw]}\" "
+                f"[1] \"{names[sw]}\"[{d['port']}] # lid {lid[h]} lmc {lmc} \"{names[sw]}\" "
                 f"lid {lid[sw]} 4xSDR"]
     peers: dict[str, list[tuple[int, str, int]]] = {s: [] for s in sw_ids}
     for (a, pa), (b, pb) in fabric.cables:

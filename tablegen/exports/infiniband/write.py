@@ -104,7 +104,14 @@ def lft_class(ts: TableSet) -> PathClass:
     return ts.cls("min") if "min" in names else ts.classes[-1]
 
 
-def _ib_names(topo: Topology):
+def _ib_names(topo: Topology, binding=None):
+    if binding is not None:
+        from tablegen.fabrics.ibsim_net import net_names
+
+        names = net_names(binding.fabric)
+        return ([g[2:] for g in binding.switch], [names[g] for g in binding.switch],
+                [f"{int(g, 16) - 1:016x}" for g in binding.host], [g[2:] for g in binding.host],
+                [names[g] for g in binding.host])
     n, h = topo.n_switches, topo.n_hosts
     sw_hex = hex16(switch_guid(np.arange(n)))
     hn_hex = hex16(host_node_guid(np.arange(h)))
@@ -126,8 +133,22 @@ def ib_layers(ts: TableSet, lmc: int = 0, seed: int = 1, variant: str | None = N
     return layers, rep
 
 
+def port_map(topo: Topology, binding=None) -> np.ndarray:
+    """``int64[S, P + 1]``: the port number in the files of every planned port of every switch
+    (0, the switch itself, stays 0): the plan's own numbering, or with ``binding``
+    (:class:`~tablegen.fabrics.bind.Binding`) the fabric's (-1 where it has none)."""
+    width = int(topo.hosts.max(initial=0)) + topo.radix + 1
+    if binding is not None:
+        return binding.port_array(width)
+    return np.broadcast_to(np.arange(width, dtype=np.int64), (topo.n_switches, width))
+
+
 def plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: int = 1,
-             prefix: str = "ib/", ib=None, variant: str | None = None) -> list[Job]:
+             prefix: str = "ib/", ib=None, variant: str | None = None,
+             binding=None) -> list[Job]:
+    """The jobs writing the IB files of ``ts``; ``binding``
+    (:class:`~tablegen.fabrics.bind.Binding`): keyed by the bound fabric's GUIDs and port
+    numbers, ``fabric.net`` its cabling as is (docs/real-fabrics.md)."""
     topo = ts.topo
     n, r = topo.adj.shape
     check_source_routed(ts)
@@ -139,24 +160,27 @@ def plan_ib(ts: TableSet, lmc: int = 0, lft_comments: bool | None = None, seed: 
     layers, rep = ib if ib is not None else ib_layers(ts, lmc, seed, variant)
     missing = [f"class {c.name}: LID offsets >= 1 carry it; needs LMC >= 1"
                for c in ts.classes[1:] if lmc == 0]
-    names = _ib_names(topo)
+    names = _ib_names(topo, binding)
+    pmap = port_map(topo, binding)
     if lft_comments is None:
         lft_comments = n * (n + topo.n_hosts * (1 << lmc)) <= LFT_COMMENT_LINES
+    net = ((lambda: _fabric_net(binding, plan, names)) if binding is not None else
+           (lambda: _ibsim_chunks(ts, plan, names)))
     return [
-        (prefix + "fabric.net", lambda: _ibsim_chunks(ts, plan, names)),
+        (prefix + "fabric.net", net),
         (prefix + "guids.json",
-         lambda: json_chunks(_guids_doc(ts, plan, names, layers, rep, missing))),
+         lambda: json_chunks(_guids_doc(ts, plan, names, layers, rep, missing, binding))),
         (prefix + "guid2lid", lambda: _guid2lid_chunks(topo, plan, names)),
         (prefix + "lfts.dump", lambda: _lft_chunks(ts, plan, names, layers, missing,
-                                                   lft_comments)),
-        (prefix + "sl2vl.dump", lambda: _sl2vl_chunks(ts, plan, names, layers)),
+                                                   lft_comments, pmap)),
+        (prefix + "sl2vl.dump", lambda: _sl2vl_chunks(ts, plan, names, layers, binding)),
         (prefix + "path-sl.txt", lambda: _path_sl_chunks(ts, plan, names, layers)),
     ]
 
 
 def export_ib(ts: TableSet, outdir, *, lmc: int = 0, seed: int = 1,
               lft_comments: bool | None = None, flat: bool = False, ib=None,
-              variant: str | None = None) -> list[str]:
+              variant: str | None = None, binding=None) -> list[str]:
     """Write the InfiniBand files into ``outdir/ib`` (``flat``: into ``outdir`` itself).
 
     ``lmc``/``seed`` choose the layers (:func:`ib_layers`); ``ib`` passes a
@@ -169,7 +193,7 @@ def export_ib(ts: TableSet, outdir, *, lmc: int = 0, seed: int = 1,
     2064-router Dragonfly would otherwise write 2.8 GB.
     """
     return run_jobs(outdir, plan_ib(ts, lmc, lft_comments, seed, "" if flat else "ib/", ib,
-                                    variant))
+                                    variant, binding))
 
 
 def _ibsim_limits(topo: Topology, plan: LidPlan) -> dict:
@@ -212,38 +236,48 @@ def _ibsim_chunks(ts: TableSet, plan: LidPlan, names) -> Chunks:
     yield memoryview(text)
 
 
-def _guids_doc(ts: TableSet, plan: LidPlan, names, layers, rep: dict, missing) -> dict:
+def _guids_doc(ts: TableSet, plan: LidPlan, names, layers, rep: dict, missing,
+               binding=None) -> dict:
+    """guids.json; with ``binding`` the fabric's GUIDs, port numbers (``ib_port``,
+    ``peer_port``, ``switch_port``; ``port`` stays the plan's) and port counts."""
     topo = ts.topo
     n, r = topo.adj.shape
     sw_hex, sw_name, hn_hex, hp_hex, h_name = names
+    pm = port_map(topo, binding)
     off = topo.host_offset
     switches = []
     for s in range(n):
         hs = int(topo.hosts[s])
-        ports = [{"port": e + 1, "ib_port": e + 1, "host": int(off[s]) + e,
+        ports = [{"port": e + 1, "ib_port": int(pm[s, e + 1]), "host": int(off[s]) + e,
                   "peer": h_name[int(off[s]) + e], "peer_guid": "0x" + hp_hex[int(off[s]) + e],
                   "peer_port": 1} for e in range(hs)]
         for j in np.flatnonzero(topo.adj[s] >= 0).tolist():
             t = int(topo.adj[s, j])
             pp = int(topo.hosts[t]) + 1 + int(topo.peer[s, j])
-            ports.append({"port": hs + 1 + j, "ib_port": hs + 1 + j, "switch": t,
-                          "peer": sw_name[t], "peer_guid": "0x" + sw_hex[t], "peer_port": pp})
+            ports.append({"port": hs + 1 + j, "ib_port": int(pm[s, hs + 1 + j]), "switch": t,
+                          "peer": sw_name[t], "peer_guid": "0x" + sw_hex[t],
+                          "peer_port": int(pm[t, pp])})
+        num = hs + r if binding is None else \
+            int(binding.fabric.switches[binding.switch[s]]["ports"])
         switches.append({"id": s, "name": sw_name[s], "guid": "0x" + sw_hex[s],
-                         "lid": int(plan.switch_lid[s]), "num_ports": hs + r, "ports": ports})
+                         "lid": int(plan.switch_lid[s]), "num_ports": num, "ports": ports})
     step = 1 << plan.lmc
     hosts = [{"id": h, "name": h_name[h], "node_guid": "0x" + hn_hex[h],
               "port_guid": "0x" + hp_hex[h], "lid": int(plan.host_lid[h]),
               "lids": [int(plan.host_lid[h]), int(plan.host_lid[h]) + step - 1],
-              "switch": s, "switch_port": p}
+              "switch": s, "switch_port": int(pm[s, p])}
              for h, s, p in topo.host_table().tolist()]
+    guid_plan = ({"fabric": "fabric.json", "hca_port_guid": "node_guid + 1"} if binding else
+                 {"switch_base": f"0x{SWITCH_GUID_BASE:016x}",
+                  "hca_base": f"0x{HCA_GUID_BASE:016x}", "hca_stride": HCA_GUID_STRIDE,
+                  "hca_port_guid": "node_guid + 1"})
     return {
         "format": "fabroute-ib-guids", "version": 1, "routing": ts.routing,
         "topology": topo.name(), "lmc": plan.lmc, "top_lid": plan.top,
-        "guid_plan": {"switch_base": f"0x{SWITCH_GUID_BASE:016x}",
-                      "hca_base": f"0x{HCA_GUID_BASE:016x}", "hca_stride": HCA_GUID_STRIDE,
-                      "hca_port_guid": "node_guid + 1"},
+        "guid_plan": guid_plan,
         "lft_class": layers.kinds[0], "not_in_lfts": missing,
-        "ibsim_limits": _ibsim_limits(topo, plan),
+        "ibsim_limits": (_ibsim_limits(topo, plan) if binding is None
+                         else _fabric_limits(binding, plan)),
         "ib": dict({k: rep[k] for k in ("layers", "sls_used", "vls_used", "vl_max",
                                         "data_vls", "shortcuts", "cdg", "vl_scheme",
                                         "variant")},
@@ -252,6 +286,23 @@ def _guids_doc(ts: TableSet, plan: LidPlan, names, layers, rep: dict, missing) -
                       if k in layers.info}),
         "switches": switches, "hosts": hosts,
     }
+
+
+def _fabric_limits(binding, plan: LidPlan) -> dict:
+    """ibsim's limits for the bound fabric, its linear FDB wide enough for the LID plan."""
+    from tablegen.fabrics.ibsim_net import ibsim_limits
+
+    lim = ibsim_limits(binding.fabric)
+    return dict(lim, L=max(lim["L"], -(-(plan.top + 1) // 64) * 64))
+
+
+def _fabric_net(binding, plan: LidPlan, names) -> Chunks:
+    """The bound fabric's ibsim net file (its cabling as is), with the LID plan's LIDs."""
+    from tablegen.fabrics.ibsim_net import net_text
+
+    lids = dict(zip(binding.switch, plan.switch_lid.tolist()))
+    lids.update(zip(binding.host, plan.host_lid.tolist()))
+    yield net_text(binding.fabric, lids=lids, lmc=plan.lmc)
 
 
 def _guid2lid_chunks(topo: Topology, plan: LidPlan, names) -> Chunks:
@@ -299,7 +350,8 @@ def _lft_ports(nxt, layer, dst, local, u, first, out):
         out[i] = local[i] if dst[i] == u else nxt[layer[i], u, dst[i]] + first
 
 
-def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: bool) -> Chunks:
+def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: bool,
+                pmap: np.ndarray) -> Chunks:
     topo = ts.topo
     n = topo.n_switches
     sw_hex, sw_name, _, hp_hex, h_name = names
@@ -323,13 +375,13 @@ def _lft_chunks(ts: TableSet, plan: LidPlan, names, layers, missing, comments: b
     ports = np.empty(len(lids), dtype=np.intp)
     for u in range(n):
         # the body is rewritten in place: each chunk is written before the next is made
-        put_decimal(body, at, lft_row(topo, all_lids, layers, u, ports), 3)
+        put_decimal(body, at, pmap[u][lft_row(topo, all_lids, layers, u, ports)], 3)
         yield str(m.header(plan.top, int(plan.switch_lid[u]), sw_hex[u], sw_name[u])).encode()
         yield memoryview(body)
         yield footer
 
 
-def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
+def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers, binding=None) -> Chunks:
     topo = ts.topo
     n, r = topo.adj.shape
     sw_hex, sw_name, _, hp_hex, h_name = names
@@ -338,17 +390,37 @@ def _sl2vl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
     vecs, vid = _unique_rows(vl.reshape(-1, vl.shape[-1]))
     vid = vid.reshape(vl.shape[:-1])
     V = len(vecs)
-    P = int((topo.hosts.astype(np.int64) + r).max(initial=0))
+    pm = port_map(topo, binding)
+    width = [int(topo.hosts[s]) + r if binding is None else
+             int(binding.fabric.switches[binding.switch[s]]["ports"]) for s in range(n)]
+    P = max(width, default=0)
+    if binding is not None:
+        busy: dict[str, set] = {g: set() for g in binding.switch}
+        for (a, pa), (b, pb) in binding.fabric.cables:
+            busy[a].add(pa)
+            busy[b].add(pb)
+        for d in binding.fabric.hosts.values():
+            busy[d["switch"]].add(d["port"])
+        linked = {g: np.array(sorted(v), dtype=np.int64) for g, v in busy.items()}
     # rows as (in * (P + 1) + out) * V + vector id; each distinct row text rendered once
     # (the path scheme has a handful of vectors, the turn scheme up to one per row)
     keys = []
     for s in range(n):
         hs = int(topo.hosts[s])
-        # slot of every port number: management port 0 and host ports -> 0, net j -> 1 + j
+        # slot of every planned port number: management port 0 and host ports -> 0, net j ->
+        # 1 + j; of every port in the files, its planned port's (0 for one the plan has not:
+        # a fabric's spare port, where the tables send nothing)
         slot = np.concatenate([np.zeros(hs + 1, dtype=np.int64), 1 + np.arange(r)])
-        outs = np.concatenate([np.arange(1, hs + 1), hs + 1 + np.flatnonzero(topo.adj[s] >= 0)])
-        ins = np.arange(hs + r + 1)
-        v = vid[s][slot[ins][:, None], slot[outs][None, :]]
+        fslot = np.zeros(width[s] + 1, dtype=np.int64)
+        own = pm[s, :hs + r + 1]
+        fslot[own[own >= 0]] = slot[own >= 0]
+        plan_outs = np.concatenate([np.arange(1, hs + 1),
+                                    hs + 1 + np.flatnonzero(topo.adj[s] >= 0)])
+        # a fabric's every linked port: OpenSM programs the SL2VL of each, also of the
+        # cables the tables route around
+        outs = pm[s][plan_outs] if binding is None else linked[binding.switch[s]]
+        ins = np.arange(width[s] + 1)
+        v = vid[s][fslot[ins][:, None], fslot[outs][None, :]]
         keys.append(((ins[:, None] * (P + 1) + outs[None, :]) * V + v).T.ravel())
     uniq, inv = np.unique(np.concatenate(keys), return_inverse=True)
     vec_list = vecs.tolist()
