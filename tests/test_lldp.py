@@ -254,3 +254,25 @@ def test_controller_refuses_contradicting_options(tmp_path, capsys, args, what):
     assert code == 2
     err = capsys.readouterr().err
     assert what in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("profile", ["ovs", "standard"])
+def test_both_profiles_serve_mapped_switches_on_their_own_ports(profile):
+    topo = build("slimfly:q=5")
+    ts = build_tables(topo, "val-3h")
+    c = cabled(topo, seed=9, spare=1)
+    a = assign(with_plan_macs(c, topo), topo)
+    fab = Fabric(ts, dpids=a.dpids(topo.n_switches), ports=a.ports, lldp=True, profile=profile)
+    plain = Fabric(ts, profile=profile)
+    for u in (0, 17):
+        prog, ref = fab.program(u), plain.program(u)
+        assert len(prog.flows) == len(ref.flows) + 1 and len(prog.groups) == len(ref.groups)
+        own = set(a.ports[u].values())
+        assert {dict(f.match)["in_port"] for f in prog.flows if "in_port" in dict(f.match)} \
+            <= own
+        assert {x[1] for f in prog.flows for x in f.actions
+                if x[0] == "output" and isinstance(x[1], int)} <= own
+        assert fab.compare(u, stats_of(prog.flows, fab.cookie), []).missing_flows == []
+        if profile == "standard":
+            assert not any(x[0] == "resubmit" for g in prog.groups for _, b in g.buckets
+                           for x in b)
