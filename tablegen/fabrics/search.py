@@ -9,12 +9,12 @@ to over), except the end that stayed, which is a neighbour of a switch that is o
 the *suspects* are the switches of abnormal degree (or host count) and the neighbours of
 those that may be over; every other switch is *clean*: its cables are exactly its planned
 ones.  Between two clean switches the cabling is therefore exact — adjacent as planned, the
-same number of common neighbours — and the hop distance over clean switches alone is at
-least the planned one.  Hence two phases:
+same number of common neighbours — and the hop distance without the cables of the switches
+that may be over is at least the planned one.  Hence two phases:
 
 1. **clean switches, exactly** (an induced-subgraph isomorphism): the next switch is, of
-   the :data:`LOOK` clean switches with the most mapped neighbours, the one with the fewest
-   options; an option is a free planned switch of the same degree and host count whose
+   the :data:`LOOK` / S (8 to 64) clean switches with the most mapped neighbours, the one
+   with the fewest options; an option is a free planned switch of the same degree and host count whose
    mapped neighbours are exactly the images of the switch's, with the same number of
    common neighbours as, and no more hops than, each of the first :data:`ANCHORS` mapped
    switches (fewest extra hops first, then by planned id).  With nothing changed this is
@@ -27,16 +27,20 @@ least the planned one.  Hence two phases:
    found first has the fewest mismatches of those the order reaches.
 
 A change that leaves every degree as planned (a switch that lost one cable and gained
-another; two cables with ends swapped) is not seen by the degrees; phase 1 then finds no
-map and the search runs once more with every switch a suspect.
+another; two cables with ends swapped) is not seen by the degrees.  Phase 1 then meets a
+clean switch with no option; it is retried allowing 1, 2, … such switches (up to the
+mismatch limit) to be left to phase 2, and as a last resort phase 2 runs with every switch
+a suspect.
 
 Slim Fly is vertex-transitive, so many maps are equally right; this one is deterministic:
 the clean switch with the smallest index goes to the lowest planned switch that fits.
 
-Cost: per step, O(d²) for degree d plus O(options · ANCHORS); the hop distances and common
-neighbour counts of a switch are computed (one BFS, one sparse row product) the first time
-it is an anchor, so memory is O(S · ANCHORS), not O(S²).  At most :data:`STEPS` steps per
-switch per phase.
+Cost: all-pairs hop distances and common-neighbour counts of both cablings, four S×S int16
+matrices (S = 4,096: 128 MiB), then per step O(d²) for degree d plus O(options · ANCHORS)
+for each of the (at most 64) switches compared.  At most :data:`STEPS` steps per switch per
+phase; phase 1 is retried with up to ``limit`` clean switches left to phase 2, and
+:data:`CORE_MAPS` of its maps are tried each time.  Measured in benchmarks/RESULTS.md
+("reconcile (issue 26)").
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ ANCHORS = 512       # mapped switches whose hops and common neighbours filter th
 LOOK = 1 << 14      # switches whose options phase 1 compares per step: LOOK / S, within
                     # 8..64 (fail-first pays on Dragonfly groups; per-step cost on 4,096)
 STEPS = 60          # steps per switch before a phase gives up
+ROOT_STEPS = 4      # steps per switch phase 1 spends below one image of its first switch
 RANK = 256          # options of a suspect ranked by hops and common neighbours (the
                     # rest, costlier or equal, only by cost)
 CORE_MAPS = 32      # maps of the clean switches tried per number of them left to phase 2
@@ -77,24 +82,35 @@ class Search:
         self.clean = np.ones(n, dtype=bool)
         self.clean[list(suspect)] = False
         self.unchanged = not odd and sum(self.fdeg) == sum(self.pdeg)
+        # anchors a clean switch may be further from than planned: those beyond a cable the
+        # trimming or a missing cable took away (the switches of one other Dragonfly group,
+        # the far side of a DSN-F ring segment), not most of them
+        self.longer = 2 * int(self.pdeg.max())
         self.fA, self.pA = _csr(fnbr), _csr(pnbr)
-        self.coreA = _csr([[u for u in fnbr[v] if self.clean[u]] if self.clean[v] else []
+        # without the cables of the switches that may be over, the fabric is part of the
+        # plan: its hop counts are at least the planned ones (and mostly equal)
+        maybe_over = np.zeros(n, dtype=bool)
+        maybe_over[over] = True
+        self.trimA = _csr([[] if maybe_over[v] else [u for u in fnbr[v] if not maybe_over[u]]
                            for v in range(n)])
         self.PH, self.PC = _hops(self.pA), _common(self.pA)
+        self.pprof = _profile(self.PH, self.n)
+        self.rep = _orbit_firsts(pnbr, self.phosts)
         self.FC = _common(self.fA)
         self._fabric_hops()
 
     def _fabric_hops(self) -> None:
-        """Hop distances between fabric switches over clean switches only (all of them
-        when nothing is changed or no switch is clean)."""
+        """Hop distances between fabric switches without the cables of switches that may be
+        over (all cables when nothing is changed or no switch is clean)."""
         whole = self.unchanged or not self.clean.any()
-        self.FH = _hops(self.fA if whole else self.coreA)
+        self.FH = _hops(self.fA if whole else self.trimA)
+        self.fprof = _profile(self.FH, self.n)
 
     def run(self, limit: int) -> np.ndarray | None:
         """A map with at most ``limit`` mismatches, or ``None``."""
         misfit_least = max(0, int(self.fdeg.sum() - self.pdeg.sum()) // 2,
                            -(-int((self.fdeg > self.pdeg.max()).sum()) // 2))
-        for demote in range(limit + 1):
+        for demote in (0, limit):
             for _, core in zip(range(CORE_MAPS), self._core_maps(demote)):
                 m = self._rest(core, misfit_least, limit)
                 if m is not None:
@@ -128,13 +144,18 @@ class Search:
                 q = np.flatnonzero((inv < 0) & (pused == 0)).tolist()
             q = np.array([v for v in q if self.pdeg[v] == self.fdeg[f]
                           and self.phosts[v] == self.fhosts[f]], dtype=np.int64)
-            if not len(q) or not mapped:
-                return sorted(q.tolist())
+            if not len(q):
+                return []
+            if not mapped:      # the root: one image per orbit, whose hop profile fits first
+                q = q[self.rep[q]]
+                off = np.abs(self.pprof[q] - self.fprof[f]).sum(axis=1)
+                return [int(v) for _, v in sorted(zip(off.tolist(), q.tolist()))]
             fa = np.array(mapped[:ANCHORS])
             pa = m[fa]
             extra = self.FH[f, fa][None, :].astype(np.int32) - self.PH[np.ix_(q, pa)]
             ok = ((self.PC[np.ix_(q, pa)] == self.FC[f, fa][None, :]).all(axis=1)
-                  & ((extra == 0) if self.unchanged else (extra >= 0)).all(axis=1))
+                  & (extra >= 0).all(axis=1)
+                  & ((extra > 0).sum(axis=1) <= (0 if self.unchanged else self.longer)))
             slack = extra.sum(axis=1)
             return [int(v) for _, v in sorted(zip(slack[ok].tolist(), q[ok].tolist()))]
 
@@ -148,10 +169,22 @@ class Search:
 
         steps, budget = 0, STEPS * len(clean)
         stack = [step_for(int(clean[0]))]
+        since_root = 0
         while stack:
             steps += 1
+            since_root += 1
             if steps > budget:
                 return
+            if since_root > ROOT_STEPS * len(clean) and len(stack) > 1:
+                # a root in the wrong orbit (Dragonfly routers are not all alike) fails only
+                # deep down: give each root image a share and move on
+                while len(stack) > 1:
+                    u = stack.pop()[0]
+                    if m[u] >= 0:
+                        _undo(u, m, inv, count, pused, mapped, fnbr, pnbr)
+                    waiting[u] = False
+            if len(stack) == 1:
+                since_root = 0
             f, opts, i = stack[-1]
             if m[f] >= 0:
                 _undo(f, m, inv, count, pused, mapped, fnbr, pnbr)
@@ -267,6 +300,29 @@ def _hops(a) -> np.ndarray:
     d = shortest_path(a, unweighted=True)
     d[np.isinf(d)] = a.shape[0]
     return d.astype(np.int16)
+
+
+def _orbit_firsts(pnbr: list[list[int]], phosts: np.ndarray) -> np.ndarray:
+    """Per planned switch, whether it is the lowest of its orbit under the plan's
+    automorphisms that keep host counts (nauty): a map that sends a switch to one member of
+    an orbit can be turned into one that sends it to any other, so the first switch of the
+    search needs to try only one image per orbit."""
+    import pynauty
+
+    n = len(pnbr)
+    colours = [set(np.flatnonzero(phosts == h).tolist()) for h in np.unique(phosts)]
+    g = pynauty.Graph(n, directed=False, vertex_coloring=colours,
+                      adjacency_dict={v: sorted(set(pnbr[v])) for v in range(n)})
+    orbits = np.asarray(pynauty.autgrp(g)[3])
+    first = np.zeros(n, dtype=bool)
+    first[np.unique(orbits, return_index=True)[1]] = True
+    return first
+
+
+def _profile(h: np.ndarray, n: int) -> np.ndarray:
+    """Per switch, how many switches lie at each hop count (up to 15; further as 15)."""
+    h = np.minimum(h, 15).astype(np.int64)
+    return np.stack([np.bincount(row, minlength=16) for row in h])
 
 
 def _common(a) -> np.ndarray:
