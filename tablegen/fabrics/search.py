@@ -1,0 +1,337 @@
+"""The switch map of a cabled fabric onto its plan, from the cabling alone: a depth-first
+search that is exact where the cabling is certainly right and counts mismatches where it
+may not be (``fabroute reconcile``, issue 26, docs/real-fabrics.md).
+
+A fabric is its plan with a few cables missing and a few with one end moved to a free port
+of another switch.  Each changed cable leaves its ends with a degree the plan does not have
+(a missing cable: both ends short; a moved one: the switch it left short, the switch it went
+to over), except the end that stayed, which is a neighbour of a switch that is over.  So
+the *suspects* are the switches of abnormal degree (or host count) and the neighbours of
+those that may be over; every other switch is *clean*: its cables are exactly its planned
+ones.  Between two clean switches the cabling is therefore exact — adjacent as planned, the
+same number of common neighbours — and the hop distance without the cables of the switches
+that may be over is at least the planned one.  Hence two phases:
+
+1. **clean switches, exactly** (an induced-subgraph isomorphism): the next switch is, of
+   the :data:`LOOK` / S (8 to 64) clean switches with the most mapped neighbours, the one
+   with the fewest options; an option is a free planned switch of the same degree and host count whose
+   mapped neighbours are exactly the images of the switch's, with the same number of
+   common neighbours as, and no more hops than, each of the first :data:`ANCHORS` mapped
+   switches (fewest extra hops first, then by planned id).  With nothing changed this is
+   plain isomorphism, and the hop counts must be equal.
+2. **suspects, with a budget**: in order of most mapped neighbours, each onto the free
+   planned switch that costs fewest mismatches (fabric cables to mapped switches that are
+   not planned, planned cables to mapped switches that are absent), depth first under a
+   budget.  Since mismatches = (planned − fabric cables) + 2 × misfit cables, the budget
+   grows two at a time from the least the degrees allow (iterative deepening), so the map
+   found first has the fewest mismatches of those the order reaches.
+
+A change that leaves every degree as planned (a switch that lost one cable and gained
+another; two cables with ends swapped) is not seen by the degrees.  Phase 1 then meets a
+clean switch with no option; it is retried allowing 1, 2, … such switches (up to the
+mismatch limit) to be left to phase 2, and as a last resort phase 2 runs with every switch
+a suspect.
+
+Slim Fly is vertex-transitive, so many maps are equally right; this one is deterministic:
+the clean switch with the smallest index goes to the lowest planned switch that fits.
+
+Cost: all-pairs hop distances and common-neighbour counts of both cablings, four S×S int16
+matrices (S = 4,096: 128 MiB), then per step O(d²) for degree d plus O(options · ANCHORS)
+for each of the (at most 64) switches compared.  At most :data:`STEPS` steps per switch per
+phase; phase 1 is retried with up to ``limit`` clean switches left to phase 2, and
+:data:`CORE_MAPS` of its maps are tried each time.  Measured in benchmarks/RESULTS.md
+("reconcile (issue 26)").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+ANCHORS = 512       # mapped switches whose hops and common neighbours filter the options
+LOOK = 1 << 14      # switches whose options phase 1 compares per step: LOOK / S, within
+                    # 8..64 (fail-first pays on Dragonfly groups; per-step cost on 4,096)
+STEPS = 60          # steps per switch before a phase gives up
+ROOT_STEPS = 4      # steps per switch phase 1 spends below one image of its first switch
+RANK = 256          # options of a suspect ranked by hops and common neighbours (the
+                    # rest, costlier or equal, only by cost)
+CORE_MAPS = 32      # maps of the clean switches tried per number of them left to phase 2
+
+
+class Search:
+    """Both cablings as neighbour lists over switch indices (``fnbr`` fabric, ``pnbr``
+    plan) with host counts; :meth:`run` returns the map or ``None``."""
+
+    def __init__(self, fnbr: list[list[int]], pnbr: list[list[int]],
+                 fhosts: list[int], phosts: list[int]):
+        self.n = n = len(fnbr)
+        self.fnbr, self.pnbr = fnbr, pnbr
+        self.fdeg = np.array([len(x) for x in fnbr])
+        self.pdeg = np.array([len(x) for x in pnbr])
+        self.fhosts, self.phosts = np.array(fhosts), np.array(phosts)
+        degs, hosts = set(self.pdeg.tolist()), set(self.phosts.tolist())
+        odd = [v for v in range(n)
+               if self.fdeg[v] not in degs or self.fhosts[v] not in hosts]
+        over = [v for v in odd if self.fdeg[v] > min(degs)]
+        suspect = set(odd).union(*(fnbr[v] for v in over)) if over else set(odd)
+        self.odd = np.zeros(n, dtype=bool)
+        self.odd[odd] = True
+        self.clean = np.ones(n, dtype=bool)
+        self.clean[list(suspect)] = False
+        self.unchanged = not odd and sum(self.fdeg) == sum(self.pdeg)
+        # anchors a clean switch may be further from than planned: those beyond a cable the
+        # trimming or a missing cable took away (the switches of one other Dragonfly group,
+        # the far side of a DSN-F ring segment), not most of them
+        self.longer = 2 * int(self.pdeg.max())
+        self.fA, self.pA = _csr(fnbr), _csr(pnbr)
+        # without the cables of the switches that may be over, the fabric is part of the
+        # plan: its hop counts are at least the planned ones (and mostly equal)
+        maybe_over = np.zeros(n, dtype=bool)
+        maybe_over[over] = True
+        self.trimA = _csr([[] if maybe_over[v] else [u for u in fnbr[v] if not maybe_over[u]]
+                           for v in range(n)])
+        self.PH, self.PC = _hops(self.pA), _common(self.pA)
+        self.pprof = _profile(self.PH, self.n)
+        self.rep = _orbit_firsts(pnbr, self.phosts)
+        self.FC = _common(self.fA)
+        self._fabric_hops()
+
+    def _fabric_hops(self) -> None:
+        """Hop distances between fabric switches without the cables of switches that may be
+        over (all cables when nothing is changed or no switch is clean)."""
+        whole = self.unchanged or not self.clean.any()
+        self.FH = _hops(self.fA if whole else self.trimA)
+        self.fprof = _profile(self.FH, self.n)
+
+    def run(self, limit: int) -> np.ndarray | None:
+        """A map with at most ``limit`` mismatches, or ``None``."""
+        misfit_least = max(0, int(self.fdeg.sum() - self.pdeg.sum()) // 2,
+                           -(-int((self.fdeg > self.pdeg.max()).sum()) // 2))
+        for demote in (0, limit):
+            for _, core in zip(range(CORE_MAPS), self._core_maps(demote)):
+                m = self._rest(core, misfit_least, limit)
+                if m is not None:
+                    return m
+        self.clean[:] = False
+        self._fabric_hops()
+        return self._rest((*self._state(), []), misfit_least, limit)
+
+    def _state(self):
+        n = self.n
+        return (np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
+                np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
+
+    def _core_maps(self, demote: int):
+        """Maps of the clean switches (phase 1), each as ``(m, inv, count, pused, mapped)``
+        with ``count``/``pused`` the mapped neighbours of every fabric/planned switch."""
+        fnbr, pnbr = self.fnbr, self.pnbr
+        m, inv, count, pused = self._state()
+        mapped: list[int] = []
+        clean = np.flatnonzero(self.clean)
+        if not len(clean):
+            yield m, inv, count, pused, mapped
+            return
+
+        def options(f):
+            if count[f]:
+                marks = Counter(q for x in fnbr[f] if m[x] >= 0 for q in pnbr[m[x]]
+                                if inv[q] < 0)
+                q = [v for v, k in marks.items() if k == count[f] == pused[v]]
+            else:
+                q = np.flatnonzero((inv < 0) & (pused == 0)).tolist()
+            q = np.array([v for v in q if self.pdeg[v] == self.fdeg[f]
+                          and self.phosts[v] == self.fhosts[f]], dtype=np.int64)
+            if not len(q):
+                return []
+            if not mapped:      # the root: one image per orbit, whose hop profile fits first
+                q = q[self.rep[q]]
+                off = np.abs(self.pprof[q] - self.fprof[f]).sum(axis=1)
+                return [int(v) for _, v in sorted(zip(off.tolist(), q.tolist()))]
+            fa = np.array(mapped[:ANCHORS])
+            pa = m[fa]
+            extra = self.FH[f, fa][None, :].astype(np.int32) - self.PH[np.ix_(q, pa)]
+            ok = ((self.PC[np.ix_(q, pa)] == self.FC[f, fa][None, :]).all(axis=1)
+                  & (extra >= 0).all(axis=1)
+                  & ((extra > 0).sum(axis=1) <= (0 if self.unchanged else self.longer)))
+            slack = extra.sum(axis=1)
+            return [int(v) for _, v in sorted(zip(slack[ok].tolist(), q[ok].tolist()))]
+
+        # a clean switch with no option may be a changed one the degrees did not show: it
+        # is then left to phase 2 (at most `demote` of them)
+        waiting = np.zeros(self.n, dtype=bool)
+
+        def step_for(u):
+            opts = options(u)
+            return (u, opts or ([-1] if waiting.sum() < demote else []), 0)
+
+        steps, budget = 0, STEPS * len(clean)
+        stack = [step_for(int(clean[0]))]
+        since_root = 0
+        while stack:
+            steps += 1
+            since_root += 1
+            if steps > budget:
+                return
+            if since_root > ROOT_STEPS * len(clean) and len(stack) > 1:
+                # a root in the wrong orbit (Dragonfly routers are not all alike) fails only
+                # deep down: give each root image a share and move on
+                while len(stack) > 1:
+                    u = stack.pop()[0]
+                    if m[u] >= 0:
+                        _undo(u, m, inv, count, pused, mapped, fnbr, pnbr)
+                    waiting[u] = False
+            if len(stack) == 1:
+                since_root = 0
+            f, opts, i = stack[-1]
+            if m[f] >= 0:
+                _undo(f, m, inv, count, pused, mapped, fnbr, pnbr)
+            waiting[f] = False
+            if i >= len(opts):
+                stack.pop()
+                continue
+            stack[-1] = (f, opts, i + 1)
+            if opts[i] < 0:
+                waiting[f] = True
+            else:
+                _put(f, opts[i], m, inv, count, pused, mapped, fnbr, pnbr)
+            free = clean[(m[clean] < 0) & ~waiting[clean]]
+            if not len(free):
+                yield m, inv, count, pused, mapped
+                continue
+            top = free[np.argsort(-count[free], kind="stable")[:min(64, max(8, LOOK // self.n))]]
+            stack.append(min((step_for(int(u)) for u in top), key=lambda e: len(e[1])))
+
+    def _rest(self, core, misfit_least: int, limit: int) -> np.ndarray | None:
+        """The suspects mapped onto the planned switches the clean ones left (phase 2), at
+        the fewest mismatches within ``limit``, or ``None``."""
+        m0, inv0, count0, pused0, mapped0 = core
+        base = int(self.pdeg.sum() - self.fdeg.sum()) // 2     # planned − fabric cables
+        for misfit in range(misfit_least, self.n + 1):
+            cap = base + 2 * misfit
+            if cap > limit:
+                return None
+            m = self._fill(m0.copy(), inv0.copy(), count0.copy(), pused0.copy(),
+                           list(mapped0), cap)
+            if m is not None:
+                return m
+        return None
+
+    def _fill(self, m, inv, count, pused, mapped, cap) -> np.ndarray | None:
+        fnbr, pnbr = self.fnbr, self.pnbr
+        rest = np.flatnonzero(m < 0)
+        if not len(rest):
+            return m
+
+        def options(f, spent):
+            # every free planned switch within the budget, not only those next to the
+            # images of f's neighbours: a moved cable may be f's only mapped one
+            marks = np.zeros(self.n, dtype=np.int64)
+            for x in fnbr[f]:
+                if m[x] >= 0:
+                    marks[pnbr[m[x]]] += 1
+            cost = count[f] + pused - 2 * marks
+            free = np.flatnonzero((inv < 0) & (spent + cost <= cap))
+            free = free[np.lexsort((free, cost[free]))]
+            cost = cost[free]
+            near = free[:RANK]
+            off = (np.abs(self.pdeg[near] - self.fdeg[f])
+                   + np.abs(self.phosts[near] - self.fhosts[f]))
+            if mapped:
+                fa = np.array(mapped[:ANCHORS])
+                pa = m[fa]
+                off += (np.abs(self.PC[np.ix_(near, pa)] - self.FC[f, fa][None, :])
+                        + np.abs(self.PH[np.ix_(near, pa)] - self.FH[f, fa][None, :])
+                        ).sum(axis=1)
+            order = np.lexsort((near, off, cost[:RANK]))
+            return list(zip(np.concatenate([near[order], free[RANK:]]).tolist(),
+                            np.concatenate([cost[:RANK][order], cost[RANK:]]).tolist()))
+
+        def pick():
+            free = rest[m[rest] < 0]
+            return int(free[np.lexsort((self.odd[free], -count[free]))[0]])
+
+        steps, budget = 0, STEPS * len(rest)
+        f = pick()
+        stack = [(f, options(f, 0), 0, 0)]
+        while stack:
+            steps += 1
+            if steps > budget:
+                return None
+            f, opts, i, spent = stack[-1]
+            if m[f] >= 0:
+                _undo(f, m, inv, count, pused, mapped, fnbr, pnbr)
+            if i >= len(opts):
+                stack.pop()
+                continue
+            stack[-1] = (f, opts, i + 1, spent)
+            v, cost = opts[i]
+            _put(f, v, m, inv, count, pused, mapped, fnbr, pnbr)
+            if len(mapped) == self.n:
+                return m
+            g = pick()
+            stack.append((g, options(g, spent + cost), 0, spent + cost))
+        return None
+
+
+def _put(f, p, m, inv, count, pused, mapped, fnbr, pnbr) -> None:
+    m[f], inv[p] = p, f
+    mapped.append(f)
+    for u in fnbr[f]:
+        count[u] += 1
+    for v in pnbr[p]:
+        pused[v] += 1
+
+
+def _undo(f, m, inv, count, pused, mapped, fnbr, pnbr) -> None:
+    p = int(m[f])
+    m[f], inv[p] = -1, -1
+    mapped.pop()
+    for u in fnbr[f]:
+        count[u] -= 1
+    for v in pnbr[p]:
+        pused[v] -= 1
+
+
+def _hops(a) -> np.ndarray:
+    """All-pairs hop distances (``n`` where none), int16."""
+    d = shortest_path(a, unweighted=True)
+    d[np.isinf(d)] = a.shape[0]
+    return d.astype(np.int16)
+
+
+def _orbit_firsts(pnbr: list[list[int]], phosts: np.ndarray) -> np.ndarray:
+    """Per planned switch, whether it is the lowest of its orbit under the plan's
+    automorphisms that keep host counts (nauty): a map that sends a switch to one member of
+    an orbit can be turned into one that sends it to any other, so the first switch of the
+    search needs to try only one image per orbit."""
+    import pynauty
+
+    n = len(pnbr)
+    colours = [set(np.flatnonzero(phosts == h).tolist()) for h in np.unique(phosts)]
+    g = pynauty.Graph(n, directed=False, vertex_coloring=colours,
+                      adjacency_dict={v: sorted(set(pnbr[v])) for v in range(n)})
+    orbits = np.asarray(pynauty.autgrp(g)[3])
+    first = np.zeros(n, dtype=bool)
+    first[np.unique(orbits, return_index=True)[1]] = True
+    return first
+
+
+def _profile(h: np.ndarray, n: int) -> np.ndarray:
+    """Per switch, how many switches lie at each hop count (up to 15; further as 15)."""
+    h = np.minimum(h, 15).astype(np.int64)
+    return np.stack([np.bincount(row, minlength=16) for row in h])
+
+
+def _common(a) -> np.ndarray:
+    """Common neighbours of every pair of switches, int16."""
+    return (a @ a).toarray().astype(np.int16)
+
+
+def _csr(nbr: list[list[int]]):
+    rows = np.repeat(np.arange(len(nbr)), [len(x) for x in nbr])
+    cols = np.array([u for x in nbr for u in x], dtype=np.int64)
+    return csr_matrix((np.ones(len(cols), dtype=np.int32), (rows, cols)),
+                      shape=(len(nbr), len(nbr)))
