@@ -82,10 +82,6 @@ class Search:
         self.clean = np.ones(n, dtype=bool)
         self.clean[list(suspect)] = False
         self.unchanged = not odd and sum(self.fdeg) == sum(self.pdeg)
-        # anchors a clean switch may be further from than planned: those beyond a cable the
-        # trimming or a missing cable took away (the switches of one other Dragonfly group,
-        # the far side of a DSN-F ring segment), not most of them
-        self.longer = 2 * int(self.pdeg.max())
         self.fA, self.pA = _csr(fnbr), _csr(pnbr)
         # without the cables of the switches that may be over, the fabric is part of the
         # plan: its hop counts are at least the planned ones (and mostly equal)
@@ -154,8 +150,7 @@ class Search:
             pa = m[fa]
             extra = self.FH[f, fa][None, :].astype(np.int32) - self.PH[np.ix_(q, pa)]
             ok = ((self.PC[np.ix_(q, pa)] == self.FC[f, fa][None, :]).all(axis=1)
-                  & (extra >= 0).all(axis=1)
-                  & ((extra > 0).sum(axis=1) <= (0 if self.unchanged else self.longer)))
+                  & ((extra == 0) if self.unchanged else (extra >= 0)).all(axis=1))
             slack = extra.sum(axis=1)
             return [int(v) for _, v in sorted(zip(slack[ok].tolist(), q[ok].tolist()))]
 
