@@ -111,3 +111,12 @@ def test_another_size_or_kind_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "32 switches" in err
     with pytest.raises(BadInput, match="cables"):
         match(cabled(build("dsnf:n=50"), seed=1).fabric, build("slimfly:q=5"))
+
+
+def test_a_fabric_too_far_from_the_plan_says_how_far(tmp_path, capsys):
+    # 4 removed + 6 moved: 16 mismatches at best, past the bound of 10 for 175 cables
+    far = tmp_path / "far.json"
+    cabled(build("slimfly:q=5"), seed=2, remove=4, move=6).fabric.save(far)
+    assert main(["reconcile", str(far), "slimfly:q=5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "more than 10 of 175 planned cables" in err
