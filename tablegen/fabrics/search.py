@@ -55,7 +55,7 @@ ANCHORS = 512       # mapped switches whose hops and common neighbours filter th
 LOOK = 1 << 14      # switches whose options phase 1 compares per step: LOOK / S, within
                     # 8..64 (fail-first pays on Dragonfly groups; per-step cost on 4,096)
 STEPS = 60          # steps per switch before a phase gives up
-ROOT_STEPS = 4      # steps per switch phase 1 spends below one image of its first switch
+ROOT_STEPS = 16     # steps per switch phase 1 spends below one image of its first switch
 RANK = 256          # options of a suspect ranked by hops and common neighbours (the
                     # rest, costlier or equal, only by cost)
 CORE_MAPS = 32      # maps of the clean switches tried per number of them left to phase 2
