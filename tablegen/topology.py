@@ -277,12 +277,18 @@ def distance_matrix(topo: Topology) -> np.ndarray:
     times faster than ``scipy.sparse.csgraph.shortest_path`` (unweighted Dijkstra from every
     source), which also returns a float64 matrix 8 times larger.
     """
-    n = topo.n_switches
+    return hop_distances(topo.adj, topo.name())
+
+
+def hop_distances(adj: np.ndarray, name: str) -> np.ndarray:
+    """:func:`distance_matrix` of any cabling given as ``adj[v, j]``, the switch on port
+    ``j`` of switch ``v`` (-1 for none); ``name`` names it in the error."""
+    n = len(adj)
     if n == 0:
         return np.zeros((0, 0), dtype=np.uint8)
     w = (n + 63) // 64
     # Row n stays zero: unconnected ports (-1) gather from it.
-    adj = np.where(topo.adj >= 0, topo.adj, n)
+    adj = np.where(adj >= 0, adj, n)
     ids = np.arange(n)
     visited = np.zeros((n + 1, w), dtype="<u8")
     visited[ids, ids >> 6] = np.left_shift(np.uint64(1), (ids & 63).astype(np.uint64))
@@ -298,7 +304,7 @@ def distance_matrix(topo: Topology) -> np.ndarray:
         if not new.any():
             break
         if level >= UNREACHABLE:  # a bad input (e.g. dsn:n=4096,x=1), not a fault: exit 2
-            raise TopologyError(f"{topo.name()}: a hop distance is >= {UNREACHABLE}, which "
+            raise TopologyError(f"{name}: a hop distance is >= {UNREACHABLE}, which "
                                 f"does not fit uint8; expected a diameter <= {UNREACHABLE - 1}")
         visited[:n] |= new
         frontier[:n] = new

@@ -49,7 +49,8 @@ from collections import Counter
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
+
+from tablegen.topology import hop_distances
 
 ANCHORS = 512       # mapped switches whose hops and common neighbours filter the options
 LOOK = 1 << 14      # switches whose options phase 1 compares per step: LOOK / S, within
@@ -87,10 +88,10 @@ class Search:
         # plan: its hop counts are at least the planned ones (and mostly equal)
         maybe_over = np.zeros(n, dtype=bool)
         maybe_over[over] = True
-        self.trimA = _csr([[] if maybe_over[v] else [u for u in fnbr[v] if not maybe_over[u]]
-                           for v in range(n)])
-        self.PH, self.PC = _hops(self.pA), _common(self.pA)
-        self.pprof = _profile(self.PH, self.n)
+        self.trimmed = [[] if maybe_over[v] else [u for u in fnbr[v] if not maybe_over[u]]
+                        for v in range(n)]
+        self.PH, self.PC = _hops(pnbr, "the plan"), _common(self.pA)
+        self.pprof = _profile(self.PH)
         self.rep = _orbit_firsts(pnbr, self.phosts)
         self.FC = _common(self.fA)
         self._fabric_hops()
@@ -99,8 +100,8 @@ class Search:
         """Hop distances between fabric switches without the cables of switches that may be
         over (all cables when nothing is changed or no switch is clean)."""
         whole = self.unchanged or not self.clean.any()
-        self.FH = _hops(self.fA if whole else self.trimA)
-        self.fprof = _profile(self.FH, self.n)
+        self.FH = _hops(self.fnbr if whole else self.trimmed, "the fabric")
+        self.fprof = _profile(self.FH)
 
     def run(self, limit: int) -> np.ndarray | None:
         """A map with at most ``limit`` mismatches, or ``None``."""
@@ -112,7 +113,8 @@ class Search:
                 if m is not None:
                     return m
         self.clean[:] = False
-        self._fabric_hops()
+        if not self.unchanged:          # the hop counts were over the trimmed cabling
+            self._fabric_hops()
         return self._rest((*self._state(), []), misfit_least, limit)
 
     def _state(self):
@@ -290,11 +292,13 @@ def _undo(f, m, inv, count, pused, mapped, fnbr, pnbr) -> None:
         pused[v] -= 1
 
 
-def _hops(a) -> np.ndarray:
-    """All-pairs hop distances (``n`` where none), int16."""
-    d = shortest_path(a, unweighted=True)
-    d[np.isinf(d)] = a.shape[0]
-    return d.astype(np.int16)
+def _hops(nbr: list[list[int]], name: str) -> np.ndarray:
+    """All-pairs hop distances of a cabling given as neighbour lists (255 where none),
+    int16 (:func:`tablegen.topology.hop_distances`)."""
+    adj = np.full((len(nbr), max(map(len, nbr), default=0)), -1, dtype=np.int64)
+    for v, x in enumerate(nbr):
+        adj[v, :len(x)] = x
+    return hop_distances(adj, name).astype(np.int16)
 
 
 def _orbit_firsts(pnbr: list[list[int]], phosts: np.ndarray) -> np.ndarray:
@@ -314,7 +318,7 @@ def _orbit_firsts(pnbr: list[list[int]], phosts: np.ndarray) -> np.ndarray:
     return first
 
 
-def _profile(h: np.ndarray, n: int) -> np.ndarray:
+def _profile(h: np.ndarray) -> np.ndarray:
     """Per switch, how many switches lie at each hop count (up to 15; further as 15)."""
     h = np.minimum(h, 15).astype(np.int64)
     return np.stack([np.bincount(row, minlength=16) for row in h])
