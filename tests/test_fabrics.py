@@ -8,6 +8,7 @@ import pytest
 from tablegen.errors import BadInput
 from tablegen.fabrics.cabled import cabled, planned_cables
 from tablegen.fabrics.fabric import Fabric, norm_id
+from tablegen.fabrics.match import match, put_right
 from tablegen.topologies.spec import build
 
 
@@ -72,3 +73,17 @@ def test_truncated_file_and_ids(tmp_path):
     assert norm_id(0x2C903) == norm_id("0x2C903") == "0x000000000002c903"
     with pytest.raises(BadInput):
         norm_id(True)
+
+
+def test_put_right_carries_out_every_action():
+    """Pure logic: the cabling after reconcile's actions maps onto the plan exactly, and an
+    action with no free port is refused in one line."""
+    topo = build("slimfly:q=5")
+    c = cabled(topo, seed=6, remove=2, move=1)
+    r = match(c.fabric, topo)
+    fixed = put_right(c.fabric, r)
+    assert match(fixed, topo).matches and not match(c.fabric, topo).matches
+    assert len(fixed.cables) == len(topo.links)
+    r.missing[0]["ports"][1] = None
+    with pytest.raises(BadInput, match="no free port"):
+        put_right(c.fabric, r)

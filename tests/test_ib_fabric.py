@@ -2,7 +2,9 @@
 with random GUIDs, permuted ports, 2 cables removed and 1 moved, discovered by real
 ``ibnetdiscover``; ``reconcile`` names exactly those cables, ``ib export --fabric`` +
 ``verify`` + ``ib apply`` on that very fabric (ibsim started from its cabling) give 0
-mismatches; with the cables put right the full tables load with 0 mismatches."""
+mismatches; the cables then put right live as reconcile says (ibsim ``Unlink``/``Link``
+under the running OpenSM): ``reconcile`` on the live ``ibnetdiscover`` exits 0 and the full
+tables load with 0 mismatches."""
 
 import json
 
@@ -11,6 +13,8 @@ import pytest
 from emulation.ibsim.discover import discover
 from fabroute.cli import main
 from tablegen.fabrics.cabled import cabled
+from tablegen.fabrics.match import match, put_right
+from tablegen.fabrics.read import load_fabric
 from tablegen.topologies.spec import build
 
 from conftest import ib_processes
@@ -57,15 +61,26 @@ def test_the_fabric_as_cabled_loads_with_0_mismatches(tmp_path, capsys):
     _apply(out, capsys)
     assert ib_processes() == []
 
-    # the cables put right: the same GUIDs and port numbers, every planned cable in place
+    # the cables put right live, as reconcile says: ibsim Unlink/Link under the running
+    # OpenSM (``ib update``), ibnetdiscover on the live subnet, the full tables loaded
     fixed = tmp_path / "fixed.json"
-    cabled(topo, seed=SEED).fabric.save(fixed)
-    assert main(["reconcile", str(fixed), SPEC]) == 0
+    found = load_fabric(fab)
+    put_right(found, match(found, topo)).save(fixed)
     full = tmp_path / "full"
     assert main(["ib", "export", SPEC, "--fabric", str(fixed), "--routing", "val-3h",
                  "--lmc", "1", "--out", str(full)]) == 0
     assert json.loads((full / "manifest.json").read_text())["exports"]["fabric"]["failed"] == ""
     assert main(["verify", str(full)]) == 0
-    rep = _apply(full, capsys)
-    assert "fail" not in rep["topology"]
+    live = tmp_path / "ibnetdiscover-after.txt"
+    capsys.readouterr()
+    assert main(["ib", "update", str(out), str(full), "--discover", str(live), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["ok"] and rep["mismatches"] == 0 and rep["reach"]["undelivered"] == 0
+    cmds = rep["fabric"]["ibsim_commands"]
+    assert (cmds["Unlink"], cmds["Link"]) == (1, 3)      # 2 plugged, 1 moved
+    assert rep["fabric"]["ports_replugged"] == 1          # the moved cable's staying end
+    assert "fail" not in rep["topology"][1]
+    assert main(["reconcile", str(live), SPEC]) == 0
+    assert load_fabric(live).cables == load_fabric(fixed).cables
     assert ib_processes() == []
+

@@ -190,6 +190,7 @@ def test_bad_input_exit_2_one_line_nothing_started(tables, tmp_path, capsys):
         ([str(d64), str(lmc1)], "LMC"),
         ([str(d64), str(tmp_path / "none")], "is not a directory"),
         ([str(d64), str(d72), "--trigger", "poll"], "invalid choice"),
+        ([str(d64), str(d72), "--discover", str(tmp_path / "no" / "f.txt")], "no directory"),
     ]
     for args, msg in cases:
         try:

@@ -142,12 +142,13 @@ def build_tools() -> Path:
 
 
 # -- what to read back ---------------------------------------------------------------------------
-def dr_paths(guids: dict) -> tuple[dict[int, str], dict[int, str]]:
-    """Directed routes (``0,1,p1,p2,…``) from the SM's HCA (the first host) to every switch
-    and every CA port, by BFS over guids.json: ``(switch GUID -> route, CA port GUID ->
-    route)``.  They do not depend on the LFTs under test."""
+def dr_paths(guids: dict, start: str | None = None) -> tuple[dict[int, str], dict[int, str]]:
+    """Directed routes (``0,1,p1,p2,…``) from the HCA named ``start`` (the client's
+    ``SIM_HOST``; by default the first host) to every switch and every CA port, by BFS over
+    guids.json: ``(switch GUID -> route, CA port GUID -> route)``.  They do not depend on the
+    LFTs under test."""
     sw = {s["id"]: s for s in guids["switches"]}
-    h0 = guids["hosts"][0]
+    h0 = next((h for h in guids["hosts"] if h["name"] == start), guids["hosts"][0])
     route = {h0["switch"]: "0,1"}
     q = deque([h0["switch"]])
     while q:
@@ -471,7 +472,9 @@ def read_back(tools: Path, cwd: Path, env: dict, expected: IbFiles, pairs, timeo
     :func:`compare_read`; sets ``report["readback"]`` (``asked_again``: queries re-asked);
     raises :class:`RunFailed` when a reader run fails or does not finish within ``timeout`` +
     (its queries / 2000) seconds."""
-    sw_routes, ca_routes = dr_paths(expected.guids)
+    # from the HCA the client sits on: a live update's two sets may list their hosts in
+    # another order (reconcile's map of the fixed fabric need not be the degraded one's)
+    sw_routes, ca_routes = dr_paths(expected.guids, env.get("SIM_HOST"))
     queries, lft_keys, sl_keys = [], [], []
     top = expected.lfts.top
     for g in expected.lfts:

@@ -21,6 +21,23 @@ from tablegen.fabrics.ibsim_net import ibsim_limits, net_names, net_text
 DISCOVER_TIMEOUT = 120.0
 
 
+def ibnetdiscover(env: dict, cwd: Path, timeout: float, report: dict) -> str:
+    """What real ``ibnetdiscover`` prints, run as the umad2sim client ``env`` against the
+    ibsim fabric running under that environment's socket (a subnet manager may be running
+    too); :class:`RunFailed` when it fails or outlasts ``timeout``."""
+    try:
+        run = subprocess.run([ib._which("ibnetdiscover")], env=env, cwd=cwd,
+                             stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RunFailed(f"ibnetdiscover did not finish within {timeout:.0f} s",
+                        report) from None
+    if run.returncode != 0:
+        tail = run.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise RunFailed(f"ibnetdiscover exited with status {run.returncode}: "
+                        + " | ".join(tail), report)
+    return run.stdout.decode(errors="replace")
+
+
 def discover(fabric: Fabric, *, timeout: float = DISCOVER_TIMEOUT,
              keep: Path | None = None) -> str:
     """The text ``ibnetdiscover`` prints for ``fabric`` simulated by ibsim.  ``keep``: a
@@ -42,18 +59,7 @@ def discover(fabric: Fabric, *, timeout: float = DISCOVER_TIMEOUT,
         env, client, _ = ib.run_envs(sock, scratch, {"hosts": [
             {"name": net_names(fabric)[min(fabric.hosts)]}]}, scratch)
         ibsim = ib.start_ibsim(net, ibsim_limits(fabric), scratch, env, timeout, report)
-        try:
-            run = subprocess.run([ib._which("ibnetdiscover")], env=client, cwd=scratch,
-                                 stdin=subprocess.DEVNULL, capture_output=True,
-                                 timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise RunFailed(f"ibnetdiscover did not finish within {timeout:.0f} s",
-                            report) from None
-        out = run.stdout.decode(errors="replace")
-        if run.returncode != 0:
-            tail = run.stderr.decode(errors="replace").strip().splitlines()[-3:]
-            raise RunFailed(f"ibnetdiscover exited with status {run.returncode}: "
-                            + " | ".join(tail), report)
+        out = ibnetdiscover(client, scratch, timeout, report)
         (scratch / "ibnetdiscover.txt").write_text(out)
         return out
     finally:

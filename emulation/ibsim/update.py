@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from emulation.ibsim import apply as ib
+from emulation.ibsim.discover import ibnetdiscover
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.infiniband.limits import MAX_UNICAST_LID, NO_PORT
 from tablegen.exports.infiniband.read import IbFiles, LftTable, load_ib_files
@@ -79,9 +80,9 @@ def _names(f: IbFiles) -> dict[int, str]:
 
 
 def fabric_diff(old: IbFiles, new: IbFiles) -> dict:
-    """Nodes and cables NEW adds or drops.  :class:`BadInput` when the fabrics are of two
-    kinds, the LMCs differ, a node of OLD is gone or a port changes its peer (a replugged
-    cable)."""
+    """Nodes and cables NEW adds or drops, and the ports whose cable leads elsewhere in NEW
+    (a re-plugged cable: removed, then added).  :class:`BadInput` when the fabrics are of two
+    kinds, the LMCs differ or a node of OLD is gone."""
     kinds = [str(f.guids.get("topology", "")).split(":")[0] for f in (old, new)]
     if kinds[0] != kinds[1]:
         raise BadInput(f"OLD is a {kinds[0]} fabric ({old.guids.get('topology')}) and NEW a "
@@ -99,16 +100,12 @@ def fabric_diff(old: IbFiles, new: IbFiles) -> dict:
             raise BadInput(f"0x{g:016x} is a {old.net[g][0]} in OLD and a {new.net[g][0]} in NEW")
     a, b = _cables(old), _cables(new)
     added, removed = sorted(b - a), sorted(a - b)
-    ends = {(g, p): c for c in removed for g, p in (c[:2], c[2:])}
-    clash = [(c, ends[e]) for c in added for e in (c[:2], c[2:]) if e in ends]
-    if clash:
-        (g, p, h, q), _ = clash[0]
-        names = _names(new)
-        raise BadInput(f"port {p} of {names.get(g, hex(g))} or {q} of {names.get(h, hex(h))} "
-                       f"leads elsewhere in OLD: a replugged cable ({len(clash)} such); "
-                       f"expected NEW to add or remove cables, not move them")
+    # a port whose cable NEW re-plugs (reconcile's "moved") is unlinked before it is linked
+    ends = {e for c in removed for e in (c[:2], c[2:])}
+    replugged = sum(1 for c in added for e in (c[:2], c[2:]) if e in ends)
     new_nodes = sorted(new.net.keys() - old.net.keys())
-    return {"added": added, "removed": removed, "new_nodes": new_nodes,
+    return {"added": added, "removed": removed, "replugged_ports": replugged,
+            "new_nodes": new_nodes,
             "new_switches": sum(1 for g in new_nodes if new.net[g][0] == "Switch"),
             "new_hosts": sum(1 for g in new_nodes if new.net[g][0] == "Hca")}
 
@@ -482,7 +479,8 @@ class _Subnet:
 
 # -- the whole update ------------------------------------------------------------------------
 def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX_PATHS,
-           timeout: float | None = None, trigger: str = "hup", settle: float = SETTLE_S) -> dict:
+           timeout: float | None = None, trigger: str = "hup", settle: float = SETTLE_S,
+           discover: Path | None = None) -> dict:
     """Run OLD on ibsim + OpenSM, change the fabric and the tables to NEW live, re-sweep,
     read back and diff (module docstring).  Returns the report (``ok``: both read-backs
     without a mismatch, every pair delivered, the LFT changes OpenSM made equal to the
@@ -492,9 +490,16 @@ def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX
     ``trigger="trap"`` instead: OpenSM runs with ``sweep_on_trap TRUE``, the NEW files are
     installed *before* the cabling, and OpenSM's own sweeps on the link-state traps apply
     them; the update is over when its log has been quiet for ``settle`` s after a
-    ``SUBNET UP``."""
+    ``SUBNET UP``.
+
+    ``discover``: a file that receives what real ``ibnetdiscover`` prints right after the
+    cabling, from the running subnet (what an operator reads once the cables are put
+    right, for ``fabroute reconcile``)."""
     if trigger not in ("hup", "trap"):
         raise BadInput(f"trigger {trigger!r}; expected hup or trap")
+    if discover is not None and not Path(discover).parent.is_dir():
+        raise BadInput(f"--discover {discover}: no directory {Path(discover).parent}; "
+                       "expected a file in an existing directory")
     t0 = time.perf_counter()
     old, new = load_ib_files(old_dir), load_ib_files(new_dir)
     diff = fabric_diff(old, new)
@@ -544,6 +549,16 @@ def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX
         t = time.perf_counter()
         sub.console(unlink + link)
         timings["cabling_s"] = time.perf_counter() - t
+        if discover is not None:
+            t = time.perf_counter()
+            text = ibnetdiscover(sub.client_env, scratch, timeout, sub.report)
+            tmp = discover.with_name(f".{discover.name}.tmp")
+            with open(tmp, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, discover)
+            timings["ibnetdiscover_s"] = time.perf_counter() - t
         if trigger == "hup":
             sub.install(live)
         sweep = sub.resweep(mark, settle if mark else 0.0)
@@ -576,6 +591,7 @@ def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX
     report.update({
         "fabric": {"new_switches": diff["new_switches"], "new_hosts": diff["new_hosts"],
                    "cables_added": len(diff["added"]), "cables_removed": len(diff["removed"]),
+                   "ports_replugged": diff["replugged_ports"],
                    "ibsim_commands": {"Unlink": len(unlink), "Link": len(link),
                                       "first": (unlink + link)[:4]}},
         "lids": {"top": top, "new_ports": len(diff["new_nodes"]),
@@ -591,6 +607,8 @@ def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX
         "new_switches": seen["new_switches"], "new_switch_entries": seen["new_switch_entries"],
         "mismatches": before["mismatches"] + after["mismatches"],
         "timings": {k: round(v, 3) for k, v in timings.items()}})
+    if discover is not None:
+        report["discovered"] = str(discover)
     report["ok"] = report["mismatches"] == 0 and agree and walk["undelivered"] == 0
     report["changes_agree_with_files"] = agree
     return report
@@ -610,6 +628,9 @@ def add_ib_update_parser(ib_sub) -> None:
     sp.add_argument("--trigger", choices=("hup", "trap"), default="hup",
                     help="hup (default): cable, replace the files, kill -HUP; trap: replace the "
                          "files, cable, and let OpenSM sweep on the link-state traps")
+    sp.add_argument("--discover", metavar="FILE", type=Path,
+                    help="write what ibnetdiscover prints from the running subnet right after "
+                         "the cabling to FILE (for fabroute reconcile)")
     sp.add_argument("--json", action="store_true", help="print the report as JSON (for "
                     "scripts) instead of text")
     sp.set_defaults(func=cmd_ib_update)
@@ -618,7 +639,7 @@ def add_ib_update_parser(ib_sub) -> None:
 def cmd_ib_update(args) -> int:
     try:
         rep = update(Path(args.old), Path(args.new), keep_logs=args.keep_logs,
-                     max_paths=args.max_paths, trigger=args.trigger)
+                     max_paths=args.max_paths, trigger=args.trigger, discover=args.discover)
     except BadInput as e:
         raise BadInput(f"ib update: {e}") from None
     except RunFailed as e:

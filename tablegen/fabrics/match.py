@@ -155,6 +155,34 @@ def match(fabric: Fabric, topo: Topology) -> Match:
                  (ids[0], int(m[0])))
 
 
+def put_right(fabric: Fabric, result: Match) -> Fabric:
+    """The cabling once a technician has carried out every switch-to-switch action of
+    ``result`` (matched from ``fabric``): missing cables plugged, moved ones re-plugged,
+    extra ones pulled.  Host actions are left out: a host absent from the fabric has no id
+    to cable.  :class:`BadInput` when an action has no free port to go to."""
+    cables = set(fabric.cables)
+
+    def plug(a, b, what):
+        if a[1] is None or b[1] is None:
+            raise BadInput(f"{what}: switch {(a if a[1] is None else b)[0]} has no free port "
+                           "left; expected a spare port for the cable")
+        cables.add(tuple(sorted(((a[0], a[1]), (b[0], b[1])))))
+
+    def pull(a, b):
+        cables.discard(tuple(sorted((tuple(a), tuple(b)))))
+
+    for x in result.extra:
+        pull(*x["ends"])
+    for x in result.moved:
+        pull(x["other_end"], x["unplug"])
+        plug(x["other_end"], x["plug_into"], "moving the cable at "
+             f"{x['other_end'][0]} port {x['other_end'][1]}")
+    for x in result.missing:
+        a, b = x["between"]
+        plug((a, x["ports"][0]), (b, x["ports"][1]), f"plugging {a} - {b}")
+    return Fabric(fabric.source, fabric.switches, fabric.hosts, sorted(cables))
+
+
 def _pair_moves(misfit, absent, m, port):
     """Each cable that does not fit, paired with a planned cable absent at one of its ends
     (the lower fabric index's end first, then the lowest planned port): a moved cable
