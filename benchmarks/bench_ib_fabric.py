@@ -3,7 +3,7 @@ GUIDs, permuted ports, REMOVE cables left out and MOVE moved, started in ibsim a
 real ``ibnetdiscover``; ``reconcile`` (must name exactly those cables, exit 1), ``ib export
 --fabric`` + ``verify`` + ``ib apply`` on it.  Then the cables are put right live, as
 reconcile's actions say: the full tables are exported and verified for the cabling the
-actions lead to (:func:`~tablegen.fabrics.match.put_right`), and ``ib update DEGRADED FULL
+actions lead to (``reconcile --put-right``), and ``ib update DEGRADED FULL
 --discover`` runs the degraded set on ibsim + OpenSM, carries the actions out with ibsim's
 ``Unlink``/``Link``, runs ``ibnetdiscover`` on the live subnet, loads the full tables and
 reads them back; ``reconcile`` on that live ``ibnetdiscover`` must exit 0 and its cabling be
@@ -28,7 +28,6 @@ from pathlib import Path
 from emulation.ibsim.discover import discover
 from fabroute.cli import main
 from tablegen.fabrics.cabled import cabled
-from tablegen.fabrics.match import match, put_right
 from tablegen.fabrics.read import load_fabric
 from tablegen.topologies.spec import build
 
@@ -95,7 +94,7 @@ def main_(argv=None) -> int:
         # the technician carries out reconcile's actions on the running subnet: ibsim
         # Unlink/Link through ``ib update``, which then loads the full tables live
         fixed = tmp / "fixed.json"
-        put_right(load_fabric(fab), match(load_fabric(fab), topo)).save(fixed)
+        _run(["reconcile", str(fab), a.spec, "--put-right", str(fixed)])
         ok = _round(a.spec, fixed, tmp / "full", a.routing, a.lmc, row, "full",
                     apply=False) and ok
         live = tmp / "ibnetdiscover-after.txt"

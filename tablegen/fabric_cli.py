@@ -5,6 +5,9 @@ Exit 0 when the fabric matches, 1 when it differs, 2 on bad input (docs/real-fab
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+from tablegen.errors import BadInput
 
 from tablegen.output import json_option
 
@@ -16,18 +19,26 @@ def add_parsers(sub) -> None:
                     "(docs/real-fabrics.md)")
     sp.add_argument("spec", metavar="SPEC", help="the planned topology (e.g. slimfly:q=7) or "
                     "a table directory")
+    sp.add_argument("--put-right", metavar="FILE", help="also write the fabric file as it "
+                    "will be once every cable action is carried out (for `ib export --fabric` "
+                    "of the full tables ahead of the fix)")
     json_option(sp, "the map and the actions")
     sp.set_defaults(func=_cmd_reconcile)
 
 
 def _cmd_reconcile(args) -> int:
     from tablegen.cli import topology_of
-    from tablegen.fabrics.match import match
+    from tablegen.fabrics.match import match, put_right
     from tablegen.fabrics.read import load_fabric
 
+    if args.put_right and not Path(args.put_right).parent.is_dir():
+        raise BadInput(f"--put-right {args.put_right}: no directory "
+                       f"{Path(args.put_right).parent}; expected a file in an existing one")
     fabric = load_fabric(args.fabric)
     topo = topology_of(args.spec)
     result = match(fabric, topo)
+    if args.put_right:
+        put_right(fabric, result).save(args.put_right)
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
     else:

@@ -87,3 +87,20 @@ def test_put_right_carries_out_every_action():
     r.missing[0]["ports"][1] = None
     with pytest.raises(BadInput, match="no free port"):
         put_right(c.fabric, r)
+
+
+def test_reconcile_put_right_writes_the_fixed_fabric(tmp_path, capsys):
+    """``reconcile --put-right FILE`` writes a fabric that reconciles with exit 0; a FILE in
+    no directory is one line, exit 2."""
+    from fabroute.cli import main
+    topo = build("slimfly:q=5")
+    src = tmp_path / "f.json"
+    cabled(topo, seed=6, remove=2, move=1).fabric.save(src)
+    fixed = tmp_path / "fixed.json"
+    assert main(["reconcile", str(src), "slimfly:q=5", "--put-right", str(fixed)]) == 1
+    assert main(["reconcile", str(fixed), "slimfly:q=5"]) == 0
+    capsys.readouterr()
+    bad = tmp_path / "none" / "x.json"
+    assert main(["reconcile", str(src), "slimfly:q=5", "--put-right", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--put-right" in err and "\n" not in err and not bad.parent.exists()

@@ -13,7 +13,6 @@ import pytest
 from emulation.ibsim.discover import discover
 from fabroute.cli import main
 from tablegen.fabrics.cabled import cabled
-from tablegen.fabrics.match import match, put_right
 from tablegen.fabrics.read import load_fabric
 from tablegen.topologies.spec import build
 
@@ -64,8 +63,8 @@ def test_the_fabric_as_cabled_loads_with_0_mismatches(tmp_path, capsys):
     # the cables put right live, as reconcile says: ibsim Unlink/Link under the running
     # OpenSM (``ib update``), ibnetdiscover on the live subnet, the full tables loaded
     fixed = tmp_path / "fixed.json"
-    found = load_fabric(fab)
-    put_right(found, match(found, topo)).save(fixed)
+    assert main(["reconcile", str(fab), SPEC, "--put-right", str(fixed)]) == 1
+    assert load_fabric(fixed).source == "ibnetdiscover put right"
     full = tmp_path / "full"
     assert main(["ib", "export", SPEC, "--fabric", str(fixed), "--routing", "val-3h",
                  "--lmc", "1", "--out", str(full)]) == 0

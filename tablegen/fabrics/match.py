@@ -180,7 +180,7 @@ def put_right(fabric: Fabric, result: Match) -> Fabric:
     for x in result.missing:
         a, b = x["between"]
         plug((a, x["ports"][0]), (b, x["ports"][1]), f"plugging {a} - {b}")
-    return Fabric(fabric.source, fabric.switches, fabric.hosts, sorted(cables))
+    return Fabric(f"{fabric.source} put right", fabric.switches, fabric.hosts, sorted(cables))
 
 
 def _pair_moves(misfit, absent, m, port):
