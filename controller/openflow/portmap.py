@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from tablegen.exports.openflow import Program, host_macs
 from tablegen.fabrics.fabric import Fabric
-from tablegen.fabrics.match import Match, match
+from tablegen.fabrics.match import Match, fit_cables, match
 from tablegen.topology import Topology
 
 __all__ = ["Assignment", "assign", "translate"]
@@ -91,40 +91,19 @@ class Assignment:
                 "actions": {k: self.match.to_dict()[k] for k in ("missing", "moved", "extra")}}
 
 
-def _planned_pairs(topo: Topology) -> dict[tuple[int, int], list[tuple[int, int]]]:
-    """Planned cables by switch pair ``(s, t)``, ``s < t``: their ``(port_s, port_t)``, lowest
-    first."""
-    out: dict = defaultdict(list)
-    for s, ps, t, pt in topo.links.tolist():
-        if s > t:
-            s, ps, t, pt = t, pt, s, ps
-        out[(s, t)].append((ps, pt))
-    for v in out.values():
-        v.sort()
-    return out
-
-
 def _under(fabric: Fabric, topo: Topology, smap: dict[str, int], host_port):
     """Ports, absent planned cables and misfits under the switch map ``smap`` (fabric id ->
     planned switch); ``host_port(fabric id, [(port, host id)])`` gives each host port's
     planned port."""
-    pairs = _planned_pairs(topo)
+    fits, misfit, absent = fit_cables(
+        [(a, pa, b, pb) for (a, pa), (b, pb) in fabric.cables], smap, topo)
     ports: dict[int, dict[int, int]] = defaultdict(dict)
-    misfits = []
-    for (a, pa), (b, pb) in fabric.cables:
-        s, t = smap[a], smap[b]
-        key = (min(s, t), max(s, t))
-        if pairs.get(key):
-            ps, pt = pairs[key].pop(0)
-            if s > t:
-                ps, pt = pt, ps
-            ports[s][ps], ports[t][pt] = pa, pb
-        else:
-            misfits.append(((int(a, 16), pa), (int(b, 16), pb)))
+    for a, pa, ps, b, pb, pt in fits:
+        ports[smap[a]][ps], ports[smap[b]][pt] = pa, pb
+    misfits = [((int(a, 16), pa), (int(b, 16), pb)) for a, pa, b, pb in misfit]
     for sid, hp in fabric.host_ports().items():
         for fp, pp in host_port(sid, hp).items():
             ports[smap[sid]][pp] = fp
-    absent = sorted((s, ps, t, pt) for (s, t), v in pairs.items() for ps, pt in v)
     return dict(ports), absent, misfits
 
 

@@ -110,26 +110,10 @@ def match(fabric: Fabric, topo: Topology) -> Match:
     ids = g.ids
     inv = np.empty_like(m)
     inv[m] = np.arange(len(m))
-    # planned cables by switch pair, each as (port at the lower switch, port at the other)
-    planned: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for s, ps, t, pt in topo.links.tolist():
-        key, ends = ((s, t), (ps, pt)) if s <= t else ((t, s), (pt, ps))
-        planned[key].append(ends)
-    for v in planned.values():
-        v.sort(reverse=True)         # popped from the end: lowest ports first
     port: dict[int, dict[int, int]] = {f: {} for f in range(len(m))}
-    misfit = []
-    for a, pa, b, pb in g.links.tolist():
-        s, t = int(m[a]), int(m[b])
-        key = (min(s, t), max(s, t))
-        if planned.get(key):
-            ps, pt = planned[key].pop()
-            if s > t or (s == t and pa > pb):
-                ps, pt = pt, ps
-            port[a][pa], port[b][pb] = ps, pt
-        else:
-            misfit.append((a, pa, b, pb))
-    absent = sorted((s, ps, t, pt) for (s, t), v in planned.items() for ps, pt in v)
+    fits, misfit, absent = fit_cables(g.links.tolist(), m, topo)
+    for a, pa, ps, b, pb, pt in fits:
+        port[a][pa], port[b][pb] = ps, pt
     moves, extras, taken = _pair_moves(misfit, absent, m, port)
     host, hosts_extra = _map_hosts(fabric, topo, m, port)
     free = _free_ports(fabric, topo, m, port)
@@ -153,6 +137,30 @@ def match(fabric: Fabric, topo: Topology) -> Match:
                  {ids[f]: dict(sorted(port[f].items())) for f in range(len(m))},
                  host, missing, moved, extra, hosts_missing, hosts_extra,
                  (ids[0], int(m[0])))
+
+
+def fit_cables(cables, image, topo: Topology):
+    """Each fabric cable ``(a, port_a, b, port_b)`` onto a planned cable between the images
+    ``image[a]``, ``image[b]`` of its switches, lowest planned ports first: ``(fits, misfits,
+    absent)`` — fits ``(a, port_a, planned port_a, b, port_b, planned port_b)``, the cables
+    that fit none, and the planned cables ``(s, port_s, t, port_t)`` no cable took.  O(C)."""
+    planned: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for s, ps, t, pt in topo.links.tolist():
+        key, ends = ((s, t), (ps, pt)) if s <= t else ((t, s), (pt, ps))
+        planned[key].append(ends)
+    for v in planned.values():
+        v.sort(reverse=True)         # popped from the end: lowest ports first
+    fits, misfits = [], []
+    for a, pa, b, pb in cables:
+        s, t = int(image[a]), int(image[b])
+        todo = planned.get((min(s, t), max(s, t)))
+        if todo:
+            ps, pt = todo.pop()
+            fits.append((a, pa, pt, b, pb, ps) if s > t else (a, pa, ps, b, pb, pt))
+        else:
+            misfits.append((a, pa, b, pb))
+    absent = sorted((s, ps, t, pt) for (s, t), v in planned.items() for ps, pt in v)
+    return fits, misfits, absent
 
 
 def put_right(fabric: Fabric, result: Match) -> Fabric:
