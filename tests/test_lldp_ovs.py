@@ -138,3 +138,35 @@ def test_lldp_learns_a_real_looking_slim_fly_and_restores_the_missing_cable(tmp_
     finally:
         ctl.stop()
         cleanup_leftovers(PREFIX)
+
+
+def test_a_fabric_file_maps_real_datapaths_without_lldp(tmp_path):
+    """``--fabric FILE`` (an operator's inventory of the cabling, here Slim Fly q = 3 with
+    random datapath ids, permuted ports and one cable absent): every datapath gets its
+    planned switch's degraded program on its own port numbers, every host pair is delivered
+    and the sampled and detoured pairs take their promised paths."""
+    ensure_ovs()
+    topo = build("slimfly:q=3")
+    ts = build_tables(topo, "min")
+    write_table_set(ts, verify(ts), tmp_path / "tables", ("openflow",))
+    wiring = random_wiring(topo, seed=5, leave_out=1)
+    (a, pa, b, pb), = wiring.left_out
+    deg, rep = same_routing(without_links(topo, [(a, b)]), ts)
+    assert rep.ok
+    fab = tmp_path / "inventory.json"
+    wiring.fabric(topo).save(fab)
+    ctl = Controller(tmp_path / "tables", free_port(), tmp_path, args=("--fabric", str(fab)))
+    try:
+        with emulate(topo, controller_port=ctl.port, prefix=PREFIX, wiring=wiring) as fnet:
+            ctl.wait_verified(topo.n_switches, 120)
+            st = ctl.status()
+            assert st["topology"] == deg.topo.name() and st["failed_links"] == [[a, b]]
+            assert st["verified"] == topo.n_switches and st["failed"] == 0
+            with Prober(fnet) as prober:
+                rep, n_checked, bad = proof(fnet, deg, prober, n=40)
+            assert rep.delivered == rep.pairs == len(fnet.host_ids) * (len(fnet.host_ids) - 1)
+            assert rep.lost == 0 and rep.misdelivered == 0 and not bad, bad[:2]
+            assert n_checked == 40
+    finally:
+        ctl.stop()
+        cleanup_leftovers(PREFIX)

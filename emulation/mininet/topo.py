@@ -30,6 +30,7 @@ import numpy as np
 from mininet.topo import Topo
 
 from tablegen.exports.openflow import dpid, host_macs, mac_str
+from tablegen.fabrics.fabric import Fabric, norm_id
 from tablegen.topology import Topology
 
 __all__ = ["FabricTopo", "Wiring", "random_wiring", "host_ip", "host_of_ip", "switch_name", "host_name", "emulated_hosts"]
@@ -79,6 +80,23 @@ class Wiring:
 
     def port(self, s: int, p: int) -> int:
         return self.ports[s][p]
+
+    def fabric(self, topo: Topology) -> Fabric:
+        """The fabric file an operator would write for this emulated fabric (datapath ids,
+        its own port numbers, the hosts' MACs, the cables built): what ``fabroute controller
+        --fabric`` is given instead of learning it by LLDP."""
+        macs = mac_str(host_macs(topo))
+        width = [int(topo.hosts[s]) + topo.radix for s in range(topo.n_switches)]
+        switches = {f"0x{d:016x}": {"name": switch_name(s), "ports": width[s]}
+                    for s, d in enumerate(self.dpids)}
+        hosts = {norm_id(macs[h]): {"name": host_name(h), "switch": f"0x{self.dpids[s]:016x}",
+                                    "port": self.port(s, p)}
+                 for h, s, p in topo.host_table().tolist()}
+        gone = set(self.left_out)
+        cables = [((f"0x{self.dpids[a]:016x}", self.port(a, pa)),
+                   (f"0x{self.dpids[b]:016x}", self.port(b, pb)))
+                  for a, pa, b, pb in topo.links.tolist() if (a, pa, b, pb) not in gone]
+        return Fabric("inventory", switches, hosts, cables)
 
     def planned(self, s: int, port: int) -> int | None:
         """The planned port of switch ``s``'s OpenFlow port ``port``."""
