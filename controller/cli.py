@@ -10,11 +10,13 @@ from tablegen.errors import BadInput
 from tablegen.output import emit, json_option
 from tablegen.limits import (
     DRAIN_S,
+    PREPARE_MIB,
     SETTLE_S,
     drain_option,
     hysteresis_option,
     link_mbit_option,
     poll_option,
+    prepare_option,
     settle_option,
     split_bits_option,
 )
@@ -43,6 +45,10 @@ def add_parsers(sub) -> None:
     sp.add_argument("--no-link-repair", action="store_true", help="leave the tables as they "
                     "are when a port goes down or up (default: route around a failed cable, "
                     "restore the tables when it comes back)")
+    sp.add_argument("--prepare-mib", type=prepare_option, default=PREPARE_MIB, metavar="MIB",
+                    help="while idle, make the repair of every single cable failure ready "
+                         "(tables, update, serialised messages) in at most MIB MiB; 0: none "
+                         f"(default {PREPARE_MIB})")
     sp.add_argument("--fast-failover", action="store_true", help="MIN tables: FAST_FAILOVER "
                     "groups on verified backup ports, so the switches route around a failed "
                     "cable before the controller does")
@@ -154,7 +160,7 @@ def cmd_controller(args) -> int:
         Path(args.log) if args.log else None, tls, adaptive_of(args),
         Path(args.decisions) if args.decisions else None,
         Path(args.control) if args.control else None, args.drain, not args.no_link_repair,
-        args.fast_failover, profile_of(Path(args.dir)), learner)
+        args.fast_failover, profile_of(Path(args.dir)), learner, args.prepare_mib)
     return 0
 
 

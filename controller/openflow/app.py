@@ -39,6 +39,7 @@ from controller.openflow.fabric import Fabric, SwitchState, generation_cookie
 from controller.openflow.learn import LLDP_INTERVAL_S, LLDP_MAPPED_S
 from controller.openflow.lldp import ETH_LLDP
 from controller.openflow.messages import error_names
+from controller.openflow.prepared import PREPARE_BYTES, PREPARE_IDLE_S, Prepared
 from controller.openflow.update import Links, Update, control_tables
 from controller.tls import dpid_ranges
 from tablegen.errors import BadInput
@@ -55,6 +56,7 @@ class FabrouteApp(app_manager.OSKenApp):
     decisions_path: Path | None = None
     control = None                        # a listening Unix socket (``--control``), or None
     drain: float = DRAIN_S                # two-phase updates: the old version's drain time
+    prepare_bytes: int = PREPARE_BYTES    # repairs made ready while idle (0: none)
     repair_links: bool = True             # port down/up: route around / restore the cable
     learner = None                        # real switches: controller.openflow.learn.Learner
 
@@ -80,8 +82,10 @@ class FabrouteApp(app_manager.OSKenApp):
         self._rewiring = False                # a renumbering update runs (ports will move)
         self._resumed = None                  # the resume request's reply queue
         self._links = Links(self.fabric.ts) if self.fabric is not None else None
+        self.prepared = Prepared(self.prepare_bytes, self.drain)
         if self.fabric is not None:
             hub.spawn(self._updater)
+            hub.spawn(self._prepare_loop)
         if self.control is not None:
             hub.spawn(self._serve_control)
         self._dps: dict[int, object] = {}     # map mode: every connection, mapped or not
@@ -428,11 +432,15 @@ class FabrouteApp(app_manager.OSKenApp):
                     if relabel is None:         # ports keep their meaning: so do port states
                         self._links.down = old.down
                     why = f"load {ts.topo.name()} ({ts.routing})"
-                target = self._links.target()
+                live = [st.switch for st in self.fabric.switches.values()
+                        if st.state == "verified"]
+                ready = None if kind == "load" else \
+                    self.prepared.take(self.fabric, self._links.failed(), live)
+                target = ready.update.new.ts if ready else self._links.target()
                 if target is self.fabric.ts or generation_cookie(target) == self.fabric.cookie:
                     rep = {"ok": True, "mode": "none", "reason": why, "changed": False}
                 else:
-                    rep = self._apply(target, why, t_event, relabel, reply)
+                    rep = self._apply(target, why, t_event, relabel, reply, ready)
             except Exception as e:        # reported, never the end of the loop
                 self.logger.exception("update failed")
                 rep = {"ok": False, "reason": why, "error": f"{type(e).__name__}: {e}"}
@@ -461,24 +469,29 @@ class FabrouteApp(app_manager.OSKenApp):
         self._resume = None
         rep["t_resumed"] = time.time()
 
-    def _apply(self, target, why: str, t_event: float, relabel=None, reply=None) -> dict:
-        upd = Update(self.fabric, target, drain=self.drain, relabel=relabel)
+    def _apply(self, target, why: str, t_event: float, relabel=None, reply=None,
+               ready=None) -> dict:
+        upd = ready.update if ready else Update(self.fabric, target, drain=self.drain,
+                                                relabel=relabel)
         old = self.fabric
         self.logger.warning("update (%s): %s, %s -> %s", why, upd.mode, old.topo.name(),
                             target.topo.name())
         live = {st.switch: st for st in old.switches.values() if st.state == "verified"}
         rep = dict(upd.summary(), ok=True, reason=why, t_event=t_event, t_start=time.time(),
-                   switches=len(live), phases=[])
+                   switches=len(live), phases=[], prepared=ready is not None)
         self._updating = True
         self._rewiring = relabel is not None
         try:
-            phases = upd.phases(sorted(live))
+            phases = ready.phases_for(sorted(live)) if ready else upd.phases(sorted(live))
             rep["t_planned"] = time.time()
+            t_start = time.monotonic()
             for ph in phases:
                 t0 = time.monotonic()
                 late = self._send_phase(ph, {old.dpid_of(u): st for u, st in live.items()})
                 rep["phases"].append({"name": ph.name, "messages": ph.count(),
                                       "switches": len(ph.msgs), "unanswered": late,
+                                      "sent_s": round(self._sent_s, 4),
+                                      "started_s": round(t0 - t_start, 4),
                                       "seconds": round(time.monotonic() - t0, 4)})
                 rep["t_last_flow_mod"] = time.time()
                 if ph.name in ("flip", "delete"):    # the new program is in force
@@ -517,24 +530,54 @@ class FabrouteApp(app_manager.OSKenApp):
         """Send each switch its messages of phase ``ph`` and a barrier; wait for every
         barrier reply (10 s at most).  Returns how many did not come."""
         events = []
+        t0 = time.monotonic()
         for d, msgs in ph.msgs.items():
             dp = states[d].conn
-            for m in msgs:
-                m.datapath = dp
-                dp.send_msg(m)
-            states[d].flow_mods += len(msgs)
+            if isinstance(msgs, bytes):         # a prepared repair: serialised already
+                dp.send(msgs)
+                states[d].flow_mods += ph.counts[d]
+            else:
+                buf = bytearray()
+                for m in msgs:
+                    m.datapath = dp
+                    dp.set_xid(m)
+                    m.serialize()
+                    buf += m.buf
+                dp.send(bytes(buf))        # one write per switch, not one per message
+                states[d].flow_mods += len(msgs)
             barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
             ev = hub.Event()
             self._waits[dp.id] = (None, ev)
             dp.send_msg(barrier)
             self._waits[dp.id] = (barrier.xid, ev)
             events.append(ev)
+        self._sent_s = time.monotonic() - t0
         deadline = time.monotonic() + 10
         late = 0
         for ev in events:
             if not ev.wait(max(0.0, deadline - time.monotonic())):
                 late += 1
         return late
+
+    def _prepare_loop(self):
+        """Make repairs ready (:class:`~controller.openflow.prepared.Prepared`) whenever the
+        fabric has been idle a moment: every switch verified, no update running, static
+        tables (adaptive decisions change the programs every round).  One switch of one
+        cable per step, yielding between steps; any change starts over."""
+        while True:
+            hub.sleep(PREPARE_IDLE_S)
+            fab = self.fabric
+            states = [st.state for st in fab.switches.values()]
+            live = [st.switch for st in fab.switches.values()]
+            if (self._updating or fab.decisions is not None or not states
+                    or any(s != "verified" for s in states)
+                    or not self.prepared.stale(fab, live)):
+                continue
+            for _ in self.prepared.work(fab, self._links, live):
+                hub.sleep(0)
+                if self.fabric is not fab or self._updating:
+                    break
+            self._write_status()
 
     def _serve_control(self):
         while True:
@@ -580,6 +623,7 @@ class FabrouteApp(app_manager.OSKenApp):
         st["updates"] = self._update_count
         st["updating"] = self._updating
         st["held"] = self._resume is not None
+        st["prepared"] = self.prepared.status()
         st["failed_links"] = sorted(map(list, self._links.failed())) if self._links else []
         if self.learner is not None:
             st["cabling"] = self.learner.status()

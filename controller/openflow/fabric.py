@@ -168,6 +168,11 @@ class Fabric:
                 cached[0][k] = (v, f)
         return [msg.modify_flow(f) for f in flows]
 
+    def forget(self) -> None:
+        """Drop the programs computed so far (they are computed again when asked for)."""
+        self._programs.clear()
+        self._intended.clear()
+
     def intended(self, switch: int) -> tuple[dict, dict]:
         """Canonical ``{key: (cookie, instructions)}`` flows and ``{group id: desc}`` groups."""
         if switch not in self._intended:

@@ -174,7 +174,8 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         log_file: Path | None = None, tls=None, adaptive: dict | None = None,
         decisions: Path | None = None, control: Path | None = None,
         drain: float | None = None, repair_links: bool = True,
-        fast_failover: bool = False, profile: str = "ovs", learner=None) -> None:
+        fast_failover: bool = False, profile: str = "ovs", learner=None,
+        prepare_mib: int | None = None) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
     SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
     :class:`controller.tls.Pki`) is given; UGAL-L with adaptive decisions (``adaptive``, see
@@ -183,8 +184,9 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     seconds, and cables routed around / restored on port down / up unless not
     ``repair_links``; FAST_FAILOVER groups on verified backup ports with
     ``fast_failover``; programs in OpenFlow profile ``profile``; real switches (any datapath
-    ids and port numbers) mapped by ``learner`` (:class:`controller.openflow.learn.Learner`).
-    Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
+    ids and port numbers) mapped by ``learner`` (:class:`controller.openflow.learn.Learner`);
+    at most ``prepare_mib`` MiB of repairs made ready while idle
+    (:class:`controller.openflow.prepared.Prepared`; 0: none).  Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
     fabric = fabric_of(table_set, adaptive, fast_failover, profile, learner)
     host, _, port = listen.rpartition(":")
     ctl = bind_control(control) if control is not None else None
@@ -228,6 +230,8 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     FabrouteApp.learner = learner
     if drain is not None:
         FabrouteApp.drain = drain
+    if prepare_mib is not None:
+        FabrouteApp.prepare_bytes = prepare_mib << 20
 
     def stop(signum, _frame):
         logging.getLogger("fabroute").info("signal %d: exiting", signum)

@@ -58,12 +58,14 @@ class Phase:
     """Messages per switch (by datapath id) to send before one barrier round."""
 
     name: str
-    msgs: dict = field(default_factory=dict)
+    msgs: dict = field(default_factory=dict)   # a list of messages, or their bytes
+    counts: dict = field(default_factory=dict)  # messages in each ``bytes`` of ``msgs``
     wait: float = 0.0              # seconds to wait after every switch's barrier reply
     pause: bool = False            # then wait until the cables are moved (``resume``)
 
     def count(self) -> int:
-        return sum(len(m) for m in self.msgs.values())
+        return sum(self.counts[d] if isinstance(m, bytes) else len(m)
+                   for d, m in self.msgs.items())
 
 
 class Update:
@@ -127,17 +129,21 @@ class Update:
         if self.mode == "rewire":       # no packet in flight while cables move
             out.insert(1, Phase("hold", wait=max(self.drain, HOLD_DRAIN_S), pause=True))
         for u in switches:
-            install, flip = self._two_phase(u)
+            install, flip = self.two_phase(u)
             parts = (install, self._hold(u), flip) if self.mode == "rewire" else (install, flip)
             for ph, m in zip(out, parts):
                 if m:
                     ph.msgs[self.old.dpid_of(u)] = m
         yield from out
+        yield self.remove_phase(switches)
+
+    def remove_phase(self, switches) -> Phase:
+        """A two-phase update's last phase: the old version's entries and groups."""
         remove = Phase("remove")
         for u in switches:
             if (m := self._remove(u)):
                 remove.msgs[self.old.dpid_of(u)] = m
-        yield remove
+        return remove
 
     def _both(self, u: int):
         (of, og), (nf, ng) = self.old.intended(u), self.new.intended(self.map[u])
@@ -163,21 +169,29 @@ class Update:
         dele += [msg.group_delete(gid) for gid in og if gid not in ng]
         return add, mod, dele
 
-    def _two_phase(self, u: int) -> tuple[list, list]:
-        of, og, nf, ng = self._both(u)
+    def two_phase(self, u: int) -> tuple[list, list]:
+        """Switch ``u``'s messages of the *install* and *flip* phases."""
+        groups, install, flip = self.two_phase_records(u)
         cookie = self.new.cookie
-        install = [msg.group_mod(g, msg.ofp.OFPGC_ADD) for gid, (_, g) in ng.items()
-                   if gid not in og]
-        flip = []
+        return ([msg.group_mod(g, msg.ofp.OFPGC_ADD) for g in groups]
+                + [msg.flow_mod(f, cookie) for f in install],
+                [msg.flow_mod(f, cookie) for f in flip])
+
+    def two_phase_records(self, u: int) -> tuple[list, list, list]:
+        """Switch ``u``'s groups to add and flows to add in *install*, and the stamping
+        flows that *flip* replaces (records; every flow gets the new cookie)."""
+        of, og, nf, ng = self._both(u)
+        groups = [g for gid, (_, g) in ng.items() if gid not in og]
+        install, flip = [], []
         for k, (v, f) in nf.items():
             if is_stamp(f):
-                flip.append(msg.flow_mod(f, cookie))
+                flip.append(f)
             elif k in of and of[k][0][1] != v[1]:
                 raise AssertionError(f"switch {u}: entry {k[:2]} differs between versions "
                                      "outside the stamp")
             else:               # new, or equal in both (network ingress): cookie updated
-                install.append(msg.flow_mod(f, cookie))
-        return install, flip
+                install.append(f)
+        return groups, install, flip
 
     def _remove(self, u: int) -> list:
         of, og, nf, ng = self._both(u)
@@ -251,12 +265,21 @@ class Links:
         """Failed switch pairs: those of the base set and those with a port down."""
         return self.known | {tuple(sorted((u, int(self.intact.adj[u, j])))) for u, j in self.down}
 
+    def cables(self) -> list[tuple[int, int]]:
+        """Every cable of the intact fabric as a switch pair ``(u, v)``, ``u < v``."""
+        t = self.intact
+        return sorted({(min(u, int(v)), max(u, int(v))) for u in range(t.n_switches)
+                       for v in t.adj[u] if v >= 0})
+
     def target(self) -> TableSet:
-        """The table set for the cables that work now: ``base`` when no more have failed,
-        else graph-minimal tables of ``base``'s routing without the failed cables,
-        verified (:class:`ValueError` naming the reason when they cannot be: the fabric
-        falls apart, or the routing cannot avoid failed cables)."""
-        failed = self.failed()
+        """The table set for the cables that work now (:meth:`target_for`)."""
+        return self.target_for(self.failed())
+
+    def target_for(self, failed: frozenset) -> TableSet:
+        """The table set for the ``failed`` switch pairs: ``base`` when no more than its own
+        have failed, else graph-minimal tables of ``base``'s routing without the failed
+        cables, verified (:class:`ValueError` naming the reason when they cannot be: the
+        fabric falls apart, or the routing cannot avoid failed cables)."""
         if failed == self.known:
             return self.base
         from tablegen.errors import TopologyError

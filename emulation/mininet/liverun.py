@@ -42,6 +42,7 @@ STREAM_PAIRS = 32          # probe pairs (more overload the userspace datapath: 
 # a probe's send time is taken before its sendto and the barrier reply before the datapath's
 # cached flows are revalidated: losses may end a few ms after the flip's last barrier
 IN_FORCE_SLACK_MS = 20.0
+PREPARE_WAIT_S = 300.0     # the controller makes every single-cable repair ready first
 
 
 def _check(ts: TableSet) -> None:
@@ -205,6 +206,9 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
     with _running(ts, None, drain, fast_failover, repair) as (d, ctl, fnet):
         original = ctl.status()["cookie"]
         ff = ctl.status().get("fast_failover")
+        # the repairs the controller makes ready while idle (controller/openflow/prepared.py)
+        prepared = ctl.wait_for(lambda st: (st.get("prepared") or {}).get("complete"),
+                                PREPARE_WAIT_S, "the prepared repairs")["prepared"]
         sp = _crossing(ts, fnet.host_ids, pairs) + default_pairs(fnet.host_ids,
                                                                  STREAM_PAIRS)
         sp = list(dict.fromkeys(sp))[:STREAM_PAIRS + 16]
@@ -250,6 +254,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
               "lost_from_ms": rep["first_lost_ms"], "lost_to_ms": rep["last_lost_ms"]}
     return _report(ts, deg_ts, rep, du, after, times, {
         "fail": [list(p) for p in pairs], "restore_update": _brief(uu), "ovs": counters,
+        "prepared": prepared,
         "fast_failover": None if ff is None else {k: ff[k] for k in ("switches", "entries")},
         "fast_failover_cables": None if ff is None else [
             list(p) for p in pairs if list(sorted(p)) in ff["cables"]],
@@ -343,7 +348,7 @@ def _crossing(ts: TableSet, hosts, pairs) -> list[tuple[int, int]]:
 
 
 def _brief(u: dict) -> dict:
-    keys = ("ok", "mode", "reason", "from", "to", "version", "switches", "phases", "verified",
+    keys = ("ok", "prepared", "mode", "reason", "from", "to", "version", "switches", "phases", "verified",
             "failed", "repairs")
     out = {k: u.get(k) for k in keys}
     if u.get("t_last_flow_mod") and u.get("t_start"):
