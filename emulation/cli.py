@@ -23,6 +23,7 @@ from tablegen.limits import (
     hosts_option,
     load_option,
     paths_option,
+    prepare_option,
     rate_option,
     samples_option,
     switches_option,
@@ -75,6 +76,9 @@ def add_parsers(sub) -> None:
                    "(default 200)")
     g.add_argument("--fast-failover", action="store_true", help="--fail: the switches hold "
                    "FAST_FAILOVER groups on verified backup ports (MIN tables)")
+    g.add_argument("--prepare-mib", type=prepare_option, metavar="MIB", help="--fail: the "
+                   "controller's --prepare-mib (repairs made ready while idle; 0: planned "
+                   "when the port goes down, as before)")
     g.add_argument("--no-link-repair", action="store_true", help="--fail: the controller "
                    "leaves the tables as they are (what the switches do alone)")
     adaptive_args(sp)
@@ -205,7 +209,8 @@ def _emulate_live(ts, args, fail, con) -> int:
             rep = run_expand(ts, args.expand, rate=args.rate, log=log)
         else:
             rep = run_fail(ts, fail, rate=args.rate, fast_failover=args.fast_failover,
-                           repair=not args.no_link_repair, log=log)
+                           repair=not args.no_link_repair, prepare_mib=args.prepare_mib,
+                           log=log)
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1

@@ -53,10 +53,11 @@ def _check(ts: TableSet) -> None:
 
 
 def _controller(d: Path, ts: TableSet, drain: float | None, ff: bool = False,
-                repair: bool = True) -> Controller:
+                repair: bool = True, prepare_mib: int | None = None) -> Controller:
     write_table_set(ts, verify(ts), d / "old", ("openflow",))
     args = (("--static", "--control", str(d / "ctl.sock"))
-            + (("--fast-failover",) if ff else ()) + (() if repair else ("--no-link-repair",)))
+            + (("--fast-failover",) if ff else ()) + (() if repair else ("--no-link-repair",))
+            + (() if prepare_mib is None else ("--prepare-mib", str(prepare_mib))))
     return Controller(d / "old", free_port(), d,
                       args=args + (("--drain", str(drain)) if drain is not None else ()))
 
@@ -104,7 +105,7 @@ def _prepared(ts: TableSet, new_topo) -> tuple[TableSet, object]:
 
 @contextlib.contextmanager
 def _running(ts: TableSet, new_ts: TableSet | None = None, drain: float | None = None,
-             ff: bool = False, repair: bool = True):
+             ff: bool = False, repair: bool = True, prepare_mib: int | None = None):
     """``(dir, controller, net)``: a scratch directory (with ``new_ts`` written to ``new``),
     the controller serving ``ts`` with a control socket, the net of ``ts`` up and every
     switch verified; all torn down afterwards."""
@@ -113,7 +114,7 @@ def _running(ts: TableSet, new_ts: TableSet | None = None, drain: float | None =
         d = Path(tmp)
         if new_ts is not None:
             write_table_set(new_ts, verify(new_ts), d / "new", ("openflow",))
-        ctl = _controller(d, ts, drain, ff, repair)
+        ctl = _controller(d, ts, drain, ff, repair, prepare_mib)
         try:
             with emulate(ts.topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
                 ctl.wait_verified(ts.topo.n_switches)
@@ -186,14 +187,16 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
 
 def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = None,
              down_s: float = 2.0, fast_failover: bool = False, repair: bool = True,
-             log=print) -> dict:
+             prepare_mib: int | None = None, log=print) -> dict:
     """Take the cables between each switch pair of ``pairs`` down under a probe stream, let
     the controller route around them, bring them back and let it restore the tables
     (module doc); with ``fast_failover`` the switches hold FAST_FAILOVER groups on the
     verified backup ports; without ``repair`` the controller leaves the tables as they are
-    (what the data plane does alone).  The report: the stream's counts and loss window (ms
-    from the link going down), the degraded tables' proof, both update reports, whether the
-    original program is back."""
+    (what the data plane does alone); ``prepare_mib`` is the controller's ``--prepare-mib``
+    (``None``: its default), and the cable goes down only once its repairs are ready.  The
+    report: the stream's counts and loss window (ms from the link going down), the degraded
+    tables' proof, both update reports, the prepared repairs, whether the original program
+    is back."""
     from tablegen.topologies.failures import without_links
 
     topo = ts.topo
@@ -203,7 +206,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
         raise BadInput(f"emulate --fail: {e}") from None
     deg_ts, deg_rep = _prepared(ts, deg_topo)
     times: dict = {}
-    with _running(ts, None, drain, fast_failover, repair) as (d, ctl, fnet):
+    with _running(ts, None, drain, fast_failover, repair, prepare_mib) as (d, ctl, fnet):
         original = ctl.status()["cookie"]
         ff = ctl.status().get("fast_failover")
         # the repairs the controller makes ready while idle (controller/openflow/prepared.py)
