@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from tablegen.exports.openflow import T_CHOICE
+
 FLOW = re.compile(r"^table=(\d+),priority=(\d+)(?:,(.*?))?,actions=(.*)$")
 
 
@@ -166,7 +168,7 @@ def run_table(sw, table, pkt, pick, outputs):
     run_actions(sw, actions, pkt, pick, outputs, table)
 
 
-CHOICE_TABLE = 1
+CHOICE_TABLE = T_CHOICE
 
 
 def bucket_target(bucket) -> int:

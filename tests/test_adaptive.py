@@ -13,6 +13,7 @@ import pytest
 from ofsim import Switch, mac_int, run_table
 
 from tablegen.exports import openflow as of
+from tablegen.exports.openflow_text import ofctl_flow, ofctl_group
 from tablegen.routing.adaptive import (
     AdaptiveParams,
     AdaptiveUgal,
@@ -267,8 +268,8 @@ def test_decided_program_keeps_every_packet_in_a_verified_class(spec):
     K = topo.n_groups if d["keys"] == "group" else topo.n_switches
     shares = rng.integers(0, (1 << d["bits"]) + 1, size=(topo.n_switches, K))
     shares[0], shares[1] = 0, 1 << d["bits"]
-    switches = [Switch("\n".join(of.ofctl_flow(f) for f in of.program(p, u, shares[u]).flows),
-                       "\n".join(of.ofctl_group(g) for g in of.program(p, u).groups))
+    switches = [Switch("\n".join(ofctl_flow(f) for f in of.program(p, u, shares[u]).flows),
+                       "\n".join(ofctl_group(g) for g in of.program(p, u).groups))
                 for u in range(topo.n_switches)]
     macs = [mac_int(m) for m in p.host_mac]
     ht = topo.host_table()

@@ -17,8 +17,11 @@ from fabroute.cli import main
 from tablegen.errors import RunFailed
 from tablegen.exports.openflow import (
     OFPVID_PRESENT,
+    T_ARRIVE,
     T_CHOICE,
+    T_DECIDE,
     T_EGRESS,
+    T_FWD,
     T_INGRESS,
     choice_slots,
     plan,
@@ -88,7 +91,7 @@ def test_compare_finds_missing_stray_and_changed_entries():
     stats = stats_of(flows[1:], fab.cookie)                   # one missing
     stats += stats_of(flows[:1], fab.cookie ^ 1)              # ... present with an old cookie
     stray = ts_of("slimfly:q=5", "min")
-    stats += stats_of([f for f in Fabric(stray).program(7).flows if f.table == 3][:2], 5)
+    stats += stats_of([f for f in Fabric(stray).program(7).flows if f.table == T_FWD][:2], 5)
     diff = fab.compare(0, stats, [])
     assert diff.missing_flows == flows[:1]
     assert len(diff.extra_flows) == 2
@@ -353,7 +356,7 @@ def test_decisions_from_port_statistics_are_modifies_that_become_the_program():
     assert dec.ugal.share[u, key] > 0
     msgs = fab.decided(u, flows)
     for m, f in zip(msgs, flows):
-        assert m.command == ofp.OFPFC_MODIFY_STRICT and m.table_id == T_INGRESS
+        assert m.command == ofp.OFPFC_MODIFY_STRICT and m.table_id == T_DECIDE
         assert m.match.to_jsondict() == msg.match(f).to_jsondict()
         m.datapath = ENCODER
         m.serialize()
@@ -376,4 +379,4 @@ def test_decisions_from_port_statistics_are_modifies_that_become_the_program():
         dec.stats(s, 5.0, port_stats(topo, s, np.full(topo.radix, 500_000.0)))
     changes, stale = dec.decide(5.0)
     assert stale == [u] and dec.ugal.share[u].max() == 0
-    assert all(f.actions[-1] == ("goto_table", 2) for f in changes[u])
+    assert all(f.actions[-1] == ("goto_table", T_ARRIVE) for f in changes[u])

@@ -14,7 +14,7 @@ import pytest
 from emulation.mininet.ctl import Controller, free_port
 from emulation.mininet.net import ensure_ovs
 from fabroute.cli import main
-from tablegen.exports.openflow import dpid
+from tablegen.exports.openflow import T_EGRESS, T_FWD, dpid
 from tablegen.topologies.spec import build
 
 pytestmark = [pytest.mark.ovs, pytest.mark.xdist_group("ovs")]
@@ -100,9 +100,9 @@ def test_tampered_flow_is_repaired_after_reconnect(sf5):
     ctl.wait_for(lambda s: s["verified"] == 50, what="50 verified switches")
     before = len(fab.flows(3))
     run("ovs-ofctl", "-O", "OpenFlow13", "mod-flows", fab.names[3],
-        "table=4,metadata=6,dl_vlan_pcp=0,actions=output:7")
+        f"table={T_EGRESS},metadata=6,dl_vlan_pcp=0,actions=output:7")
     run("ovs-ofctl", "-O", "OpenFlow13", "add-flow", fab.names[3],
-        "table=3,priority=999,dl_vlan=0,actions=drop")
+        f"table={T_FWD},priority=999,dl_vlan=0,actions=drop")
     fab.reconnect(3, port, ctl)
     ctl.wait_for(lambda s: s["per_switch"].get("3", {}).get("repairs", 0) >= 1
              and s["per_switch"]["3"]["state"] == "verified", what="switch 3 repaired")
@@ -112,7 +112,7 @@ def test_tampered_flow_is_repaired_after_reconnect(sf5):
             "'extra_flows': 1") in log
     assert not any("priority=999" in line for line in fab.flows(3))
     assert len(fab.flows(3)) == before
-    assert not any("output:7" in line and "table=4" in line and "metadata=0x6" in line
+    assert not any("output:7" in line and f"table={T_EGRESS}" in line and "metadata=0x6" in line
                    for line in fab.flows(3))
 
 
@@ -166,7 +166,7 @@ def test_openflow_errors_are_logged_and_the_switch_fails(tmp_path):
     fab = BridgeFabric(build("dsnf:n=32"), f"e{os.getpid() % 1000}s", port)
     # switch 5's forwarding table refuses more than 3 flows
     run("ovs-vsctl", "--", "--id=@t", "create", "flow_table", "flow_limit=3",
-        "overflow_policy=refuse", "--", "set", "bridge", fab.names[5], "flow_tables:3=@t")
+        "overflow_policy=refuse", "--", "set", "bridge", fab.names[5], f"flow_tables:{T_FWD}=@t")
     ctl = Controller(tmp_path / "t", port, tmp_path, "ctl")
     try:
         st = ctl.wait_for(lambda s: s["verified"] == 31 and s["failed"] == 1, what="31 + 1 failed")

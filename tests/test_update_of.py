@@ -14,7 +14,8 @@ from ofsim import Switch, run_table
 from controller.openflow import messages as msg
 from controller.openflow.fabric import Fabric
 from controller.openflow.update import Update
-from tablegen.exports.openflow import host_macs, ofctl_flow, ofctl_group
+from tablegen.exports.openflow import host_macs
+from tablegen.exports.openflow_text import ofctl_flow, ofctl_group
 from tablegen.routing.build import build_tables
 from tablegen.topologies.dsnf import add_nodes, build_dsnf
 from tablegen.topologies.failures import without_links
@@ -196,21 +197,31 @@ def test_ordered_refused_where_the_diff_does_not_allow_it():
         Update(old, build_tables(without_links(topo, [(0, 1)]), "min"), "ordered")
 
 
-def test_decisions_of_a_version_one_program_keep_its_version():
-    from tablegen.exports.openflow import VERSION_BIT, decision_flows
+def test_decisions_belong_to_no_version_and_survive_a_two_phase_update():
+    """UGAL-L's decision entries match any version and write no VID or PCP, so a version-1
+    program's decisions are the version-0 ones, a two-phase update neither installs nor
+    flips them, and its flip is table 0's host entries only (two per host port)."""
+    from tablegen.exports.openflow import T_DECIDE, VERSION_BIT, decision_flows
 
     topo = build("dragonfly:p=2,a=4,h=2")
     deg = without_links(topo, [(0, 1)])
-    upd = Update(Fabric(build_tables(topo, "ugal-l")), build_tables(deg, "ugal-l"))
+    old = Fabric(build_tables(topo, "ugal-l"))
+    upd = Update(old, build_tables(deg, "ugal-l"))
     fab = upd.new
     shares = {k: 8 for k in range(fab.topo.n_groups)}
     flows = decision_flows(fab.plan_, 0, shares)
+    assert flows == decision_flows(old.plan_, 0, shares)
     mods = fab.decided(0, flows)
     assert mods and all(m.command == msg.ofp.OFPFC_MODIFY_STRICT for m in mods)
-    # the non-minimal decision entries now stamp version 1 before the source choice
-    vids = [a.value for m in mods for i in m.instructions if hasattr(i, "actions")
-            for a in i.actions if getattr(a, "key", None) == "vlan_vid"]
-    assert vids and all(v & VERSION_BIT for v in vids)
+    for f in flows:
+        assert f.table == T_DECIDE and all(a[0] == "goto_table" for a in f.actions)
+        vid, mask = dict(f.match)["vlan_vid"]
+        assert not mask & VERSION_BIT                   # any version
+    for u in range(topo.n_switches):
+        install, flip = upd.two_phase(u)
+        assert not any(m.table_id == T_DECIDE for m in install + flip
+                       if isinstance(m, msg.parser.OFPFlowMod))
+        assert len(flip) == 2 * int(topo.hosts[u])      # each host's tag and delivery
 
 
 def test_fast_failover_groups_route_around_every_backed_cable():

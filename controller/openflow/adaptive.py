@@ -104,6 +104,14 @@ class Decisions:
         self.last = self.record(t, len(changed))
         return out, newly
 
+    def inherit(self, old: "Decisions") -> None:
+        """Take the shares of ``old`` (the decisions of the fabric a live update replaced):
+        decision entries belong to no program version, so the switches keep them through
+        the update; a share is kept where this fabric allows a non-minimal choice and the
+        keys are the same."""
+        if old is not None and old.ugal.share.shape == self.ugal.share.shape:
+            self.ugal.share[:] = np.where(self.ugal.valid, old.ugal.share, 0)
+
     def shares(self, switch: int) -> np.ndarray:
         """The current shares of ``switch`` per destination key (its program's decisions)."""
         return self.ugal.share[switch]

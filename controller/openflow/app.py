@@ -46,7 +46,7 @@ from tablegen.errors import BadInput
 from tablegen.limits import DRAIN_S
 
 HOLD_S = 300          # a held rewiring update flips after this long without a resume
-from tablegen.exports.openflow import T_INGRESS
+from tablegen.exports.openflow import T_DECIDE
 
 
 class FabrouteApp(app_manager.OSKenApp):
@@ -254,7 +254,7 @@ class FabrouteApp(app_manager.OSKenApp):
         self._reads[dp.id] = {"flows": [], "groups": [], "dsts": dsts, "left": len(dsts),
                               "pending": {"flows"}}
         for dst in dsts:
-            dp.send_msg(p.OFPFlowStatsRequest(dp, 0, T_INGRESS, o.OFPP_ANY, o.OFPG_ANY, 0, 0,
+            dp.send_msg(p.OFPFlowStatsRequest(dp, 0, T_DECIDE, o.OFPP_ANY, o.OFPG_ANY, 0, 0,
                                               p.OFPMatch(eth_dst=dst)))
 
     def _collect(self, m, kind: str):
@@ -502,7 +502,8 @@ class FabrouteApp(app_manager.OSKenApp):
                     self._hold(rep, reply)
             new = upd.new
             if old.adapted is not None and new.plan_.decide is not None:
-                new.adapt(*old.adapted)         # shares start minimal again
+                new.adapt(*old.adapted)
+                new.decisions.inherit(old.decisions)   # the switches keep theirs
             for dp_id, st in old.switches.items():
                 u = new.switch_of(dp_id)
                 new.switches[dp_id] = SwitchState(u, new.program(u), state="reading",
@@ -561,15 +562,15 @@ class FabrouteApp(app_manager.OSKenApp):
 
     def _prepare_loop(self):
         """Make repairs ready (:class:`~controller.openflow.prepared.Prepared`) whenever the
-        fabric has been idle a moment: every switch verified, no update running, static
-        tables (adaptive decisions change the programs every round).  One switch of one
-        cable per step, yielding between steps; any change starts over."""
+        fabric has been idle a moment: every switch verified, no update running (UGAL-L's
+        decisions belong to no version: a repair neither sends nor depends on them).  One
+        switch of one cable per step, yielding between steps; any change starts over."""
         while True:
             hub.sleep(PREPARE_IDLE_S)
             fab = self.fabric
             states = [st.state for st in fab.switches.values()]
             live = [st.switch for st in fab.switches.values()]
-            if (self._updating or fab.decisions is not None or not states
+            if (self._updating or not states
                     or any(s != "verified" for s in states)
                     or not self.prepared.stale(fab, live)):
                 continue

@@ -24,7 +24,7 @@ from controller.openflow.portmap import translate
 from tablegen.exports.openflow import (
     DECIDE_PRIORITY,
     SPLIT_BITS,
-    T_INGRESS,
+    T_DECIDE,
     Program,
     plan,
     dpid,
@@ -300,7 +300,7 @@ class Fabric:
         flows, groups = self.intended(switch)
         if eth_dst is not None:
             want = set(eth_dst)
-            flows = {k: v for k, v in flows.items() if k[0] == T_INGRESS and
+            flows = {k: v for k, v in flows.items() if k[0] == T_DECIDE and
                      k[1] == DECIDE_PRIORITY and dict(v[1].match).get("eth_dst") in want}
             groups = {}
         d = Diff()

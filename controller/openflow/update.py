@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from controller.openflow import messages as msg
 from controller.openflow.fabric import Fabric
 from tablegen.errors import BadInput
-from tablegen.exports.openflow import Flow, is_stamp
+from tablegen.exports.openflow import T_DECIDE, Flow, is_stamp
 from tablegen.limits import DRAIN_S
 from tablegen.tables import TableSet
 from tablegen.update import table_diff
@@ -186,6 +186,8 @@ class Update:
         for k, (v, f) in nf.items():
             if is_stamp(f):
                 flip.append(f)
+            elif f.table == T_DECIDE and k in of:
+                continue        # no version: the decision loop's, kept through the update
             elif k in of and of[k][0][1] != v[1]:
                 raise AssertionError(f"switch {u}: entry {k[:2]} differs between versions "
                                      "outside the stamp")

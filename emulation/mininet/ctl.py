@@ -42,10 +42,14 @@ def _fabroute() -> str:
 
 class Controller:
     """``fabroute controller table_dir --listen 127.0.0.1:port --status … --log …`` (and
-    ``--tls PKI_DIR``, and ``args``: more options, e.g. the adaptive ones)."""
+    ``--tls PKI_DIR``, and ``args``: more options, e.g. the adaptive ones).
+
+    ``prepare_mib``: the controller's ``--prepare-mib``; 0 by default here, because on one
+    machine the repairs it would make ready compete with the emulated switches for the same
+    cores (a failure run asks for them: ``None`` is the controller's own default)."""
 
     def __init__(self, table_dir, port: int, workdir, name: str = "controller",
-                 tls=None, args: tuple[str, ...] = ()):
+                 tls=None, args: tuple[str, ...] = (), prepare_mib: int | None = 0):
         self.table_dir = Path(table_dir)
         self.port = port
         workdir = Path(workdir)
@@ -61,7 +65,9 @@ class Controller:
             self.proc = subprocess.Popen(
                 [_fabroute(), "controller", str(self.table_dir), "--listen",
                  f"127.0.0.1:{port}", "--status", str(self.status_path), "--log",
-                 str(self.log_path), *(["--tls", str(tls)] if tls else []), *args],
+                 str(self.log_path), *(["--tls", str(tls)] if tls else []),
+                 *([] if prepare_mib is None else ["--prepare-mib", str(prepare_mib)]),
+                 *args],
                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
 
     def status(self) -> dict:

@@ -56,9 +56,8 @@ def _controller(d: Path, ts: TableSet, drain: float | None, ff: bool = False,
                 repair: bool = True, prepare_mib: int | None = None) -> Controller:
     write_table_set(ts, verify(ts), d / "old", ("openflow",))
     args = (("--static", "--control", str(d / "ctl.sock"))
-            + (("--fast-failover",) if ff else ()) + (() if repair else ("--no-link-repair",))
-            + (() if prepare_mib is None else ("--prepare-mib", str(prepare_mib))))
-    return Controller(d / "old", free_port(), d,
+            + (("--fast-failover",) if ff else ()) + (() if repair else ("--no-link-repair",)))
+    return Controller(d / "old", free_port(), d, prepare_mib=prepare_mib,
                       args=args + (("--drain", str(drain)) if drain is not None else ()))
 
 
@@ -105,7 +104,7 @@ def _prepared(ts: TableSet, new_topo) -> tuple[TableSet, object]:
 
 @contextlib.contextmanager
 def _running(ts: TableSet, new_ts: TableSet | None = None, drain: float | None = None,
-             ff: bool = False, repair: bool = True, prepare_mib: int | None = None):
+             ff: bool = False, repair: bool = True, prepare_mib: int | None = 0):
     """``(dir, controller, net)``: a scratch directory (with ``new_ts`` written to ``new``),
     the controller serving ``ts`` with a control socket, the net of ``ts`` up and every
     switch verified; all torn down afterwards."""

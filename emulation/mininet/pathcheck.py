@@ -42,6 +42,7 @@ from tablegen.exports.openflow import (
     IPPROTO_UDP,
     OFPVID_PRESENT,
     T_CHOICE,
+    T_DECIDE,
     T_EGRESS,
     T_FWD,
     T_INGRESS,
@@ -149,12 +150,12 @@ class PathChecker:
 
     # -- counters ------------------------------------------------------------------------------
     def snapshot(self) -> dict:
-        """Counters of tables ``T_INGRESS``, ``T_FWD`` and ``T_EGRESS`` (the phase-exit and
-        choice tables are not needed and VAL_nta's phase-exit table is large):
+        """Counters of tables ``T_INGRESS``, ``T_DECIDE``, ``T_FWD`` and ``T_EGRESS`` (the
+        phase-exit and choice tables are not needed and VAL_nta's phase-exit table is large):
         ``{("egress", s, port, vc) | ("deliver", s, host) | ("ingress", s, port) |
         ("local", s, host) | ("fwd", s, table, priority, match) : packets}``."""
         out: dict = {}
-        reads = [self.reader.read(t) for t in (T_INGRESS, T_FWD, T_EGRESS)]
+        reads = [self.reader.read(t) for t in (T_INGRESS, T_DECIDE, T_FWD, T_EGRESS)]
         for b in self.fnet.bridges:
             s = self.bridge_switch[b]
             for table, prio, m, n in (x for r in reads for x in r[b]):
@@ -168,7 +169,7 @@ class PathChecker:
                     port = int(m.get("in_port", -1))
                     w = self.fnet.wiring
                     k = ("ingress", s, port if w is None else w.planned(s, port))
-                elif table == T_INGRESS and prio == DECIDE_PRIORITY:
+                elif table == T_DECIDE and prio == DECIDE_PRIORITY:
                     # UGAL-L's decision entries take IPv4 from any host port of the switch
                     k = ("decide", s)
                 elif table == T_INGRESS and prio == 200:
@@ -213,7 +214,9 @@ class PathChecker:
                 hops[(k[1], k[2], k[3])] += v
         deliver = {k: v for k, v in d.items() if k[0] in ("deliver", "local") and v > 0}
         ingress = {k: v for k, v in d.items() if k[0] in ("ingress", "decide") and v > 0}
-        if s0 != s1 and ingress not in ({("ingress", s0, p0): 1}, {("decide", s0): 1}):
+        # UGAL-L: the host's tag entry, then one decision entry of the switch
+        if s0 != s1 and ingress not in ({("ingress", s0, p0): 1},
+                                        {("ingress", s0, p0): 1, ("decide", s0): 1}):
             problems.append(f"ingress counters {ingress}; expected one packet in at switch "
                             f"{s0} port {p0}")
         want_del = ("local" if s0 == s1 else "deliver", s1, dst)
@@ -369,7 +372,8 @@ def corrupt_forwarding(pc: PathChecker, src: int, dst: int, udp_src: int = 49152
     wrong port whose neighbour's own route to the destination does not come back (no
     forwarding loop).  Returns ``(flow, original ofctl line, wrong line)``; restore with
     :func:`restore_flow`."""
-    from tablegen.exports.openflow import Flow, ofctl_flow
+    from tablegen.exports.openflow import Flow
+    from tablegen.exports.openflow_text import ofctl_flow
 
     topo, ts = pc.topo, pc.ts
     s0, _ = topo.host_of(src)

@@ -2,7 +2,8 @@
 
 One pure function, :func:`program`, turns a :class:`~tablegen.tables.TableSet` into plain,
 serialisable records (:class:`Flow`, :class:`Group`).  Both consumers read those records:
-the text export (``ovs-ofctl`` files, :func:`ofctl_flow`) and the controller, which turns
+the text export (``ovs-ofctl`` files, :mod:`~tablegen.exports.openflow_text`) and the
+controller, which turns
 them into os-ken messages (``controller/openflow/messages.py``).  What is exported is exactly what is
 installed.  ``docs/openflow.md`` specifies the pipeline.
 
@@ -10,7 +11,8 @@ Addressing: host MACs ``02:GG:GG:LL:LL:EE`` (group, rank in group, host index), 
 ``switch + 1``.  Header: VLAN VID = phase (0: phase 1; ``1 + t``: phase 0 toward target
 ``t``), VLAN PCP = the VC of the next hop, metadata = the chosen out port.
 
-Pipeline: table 0 ingress, 1 source choice, 2 phase exit, 3 forwarding, 4 egress.
+Pipeline: table 0 ingress, 1 decisions (UGAL-L), 2 source choice, 3 phase exit, 4 forwarding,
+5 egress.
 
 Profiles (:data:`PROFILES`): ``ovs`` splits flows by masked L4 source ports and sends other
 traffic to a SELECT group whose buckets end with Open vSwitch's ``resubmit``; ``standard``
@@ -34,11 +36,11 @@ from tablegen.topology import Topology
 __all__ = ["CHOICE_BITS_MAX", "DECIDE_PRIORITY", "Flow", "Group", "PROFILES", "Program",
            "SPLIT_BITS",
            "T_ARRIVE", "VERSION_BIT", "is_stamp", "version_flows", "versioned",
-           "T_CHOICE", "T_EGRESS", "T_FWD", "T_INGRESS", "choice_slots", "dpid",
-           "host_macs", "mac_str", "ofctl_flow", "ofctl_group", "plan", "program",
+           "T_CHOICE", "T_DECIDE", "T_EGRESS", "T_FWD", "T_INGRESS", "choice_slots", "dpid",
+           "host_macs", "mac_str", "plan", "program",
            "switch_of_dpid", "udp_src_for"]
 
-T_INGRESS, T_CHOICE, T_ARRIVE, T_FWD, T_EGRESS = 0, 1, 2, 3, 4
+T_INGRESS, T_DECIDE, T_CHOICE, T_ARRIVE, T_FWD, T_EGRESS = 0, 1, 2, 3, 4, 5
 GROUP_MASK = "ff:ff:ff:00:00:00"
 SWITCH_MASK = "ff:ff:ff:ff:ff:00"
 MAX_PCP_VCS = 8                   # 3-bit PCP
@@ -50,7 +52,7 @@ GROUP_VERSION = 0x10000           # group ids of version 1 are those of version 
 OFPVID_PRESENT = 0x1000
 CHOICE_BITS_MAX = 12              # source-choice slots are the low bits of the L4 source port
 SPLIT_BITS = 3                    # UGAL-L's decision blocks: shares in steps of 1/8 of the flows
-DECIDE_PRIORITY = 150             # table-0 decision entries: above the host ingress default
+DECIDE_PRIORITY = 150             # decision entries (table T_DECIDE, a miss entry below)
 ETH_IPV4, IPPROTO_TCP, IPPROTO_UDP = 0x0800, 6, 17
 # the pipelines a program can be written for (docs/openflow.md, "Profiles")
 PROFILES = ("ovs", "standard")
@@ -256,7 +258,7 @@ class Plan:
 
 def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int,
                     profile: str = "ovs") -> dict | None:
-    """Where UGAL-L's table-0 decision entries split a destination's flows: ``split_bits``
+    """Where UGAL-L's decision entries split a destination's flows: ``split_bits``
     bits of the L4 source port just above the bits the source choice uses (so which
     intermediate a flow takes and whether it goes non-minimally are independent) — in the
     ``standard`` profile the low bits of the IPv4 source address, since the choice reads the
@@ -269,8 +271,7 @@ def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int,
     keys = "group" if choice.target0 == "group" else "switch"
     if profile == "standard":
         return {"bits": split_bits, "shift": 0, "field": "ipv4_src", "keys": keys,
-                "blocks": share_blocks(split_bits), "min_pcp": ts.classes[0].vc_base,
-                "nonmin_pcp": choice.vc_base}
+                "blocks": share_blocks(split_bits)}
     if choice.target0 == "group":
         most = topo.n_groups - 1
     elif choice.inter == "switch-3h":
@@ -283,8 +284,7 @@ def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int,
                              f"bits of the L4 source port; {split_bits} split bits above them "
                              "exceed its 16")
     return {"bits": split_bits, "shift": shift, "field": "l4_src", "keys": keys,
-            "blocks": share_blocks(split_bits), "min_pcp": ts.classes[0].vc_base,
-            "nonmin_pcp": choice.vc_base}
+            "blocks": share_blocks(split_bits)}
 
 
 def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False,
@@ -425,11 +425,13 @@ def decision_keys(p: Plan, u: int) -> list[int]:
 
 
 def decision_flow(p: Plan, k: int, block: int, proto: int, nonmin: bool) -> Flow:
-    """The table-0 entry of destination key ``k``, share block ``block`` and L4 protocol
-    ``proto``: untagged IPv4 from a host toward ``k`` whose source-port bits fall in the
-    block; MIN (VID 0, on to the phase tables) or the Valiant class (on to the source
-    choice) with that class's first VC.  The match never changes, only the actions: a
-    decision is a MODIFY between two verified classes."""
+    """The decision entry (table :data:`T_DECIDE`) of destination key ``k``, share block
+    ``block`` and L4 protocol ``proto``: IPv4 from a host (tagged by table 0 with MIN's VID,
+    first VC and the program version) toward ``k`` whose source-port bits fall in the
+    block; MIN (on to the phase tables) or the Valiant class (on to the source choice, which
+    sets the class's VID and first VC).  It matches any version and writes nothing, so it
+    belongs to no version and no table set: a two-phase update flips only table 0's few
+    stamps, and a decision is a MODIFY between two verified classes that holds in both."""
     d = p.decide
     value, mask = d["blocks"][block]
     prefix, pmask = ((p.grp_prefix[k], GROUP_MASK) if d["keys"] == "group"
@@ -439,15 +441,9 @@ def decision_flow(p: Plan, k: int, block: int, proto: int, nonmin: bool) -> Flow
     else:
         split = ("udp_src" if proto == IPPROTO_UDP else "tcp_src",
                  (value << d["shift"], mask << d["shift"]))
-    m = (("vlan_vid", 0), ("eth_type", ETH_IPV4), ("ip_proto", proto),
+    m = (TAGGED, ("eth_type", ETH_IPV4), ("ip_proto", proto),
          ("eth_dst", (prefix, pmask)), split)
-    if nonmin:
-        acts = (("push_vlan", 0x8100), ("set_field", "vlan_pcp", d["nonmin_pcp"]),
-                ("goto_table", T_CHOICE))
-    else:
-        acts = (("push_vlan", 0x8100), ("set_field", "vlan_pcp", d["min_pcp"]),
-                ("set_field", "vlan_vid", _vid(0)), ("goto_table", T_ARRIVE))
-    return Flow(T_INGRESS, DECIDE_PRIORITY, m, acts)
+    return Flow(T_DECIDE, DECIDE_PRIORITY, m, (("goto_table", T_CHOICE if nonmin else T_ARRIVE),))
 
 
 def decision_flows(p: Plan, u: int, shares=None) -> list[Flow]:
@@ -493,8 +489,9 @@ def versioned(prog: Program, version: int) -> Program:
     only packets whose VID carries the version (:data:`VERSION_BIT` set for 1, clear for 0),
     every VID written keeps it, the host ingress entries stamp it, and groups of version 1
     are numbered apart (:data:`GROUP_VERSION`).  The table-0 entries of network ports and of
-    same-switch delivery do not depend on the version and are equal in both.  So two
-    versions coexist on a switch without a single overlapping entry, which is what
+    same-switch delivery and UGAL-L's decision entries (which write no VID) do not depend on
+    the version and are equal in both.  So two versions coexist on a switch without a
+    single overlapping entry that differs, which is what
     Reitblatt et al.'s two-phase update needs: a packet is forwarded by the version its
     first switch stamped, from end to end.  O(entries)."""
     vbit = VERSION_BIT if version else 0
@@ -512,6 +509,9 @@ def version_flows(flows, version: int) -> tuple:
     any_tag = ("vlan_vid", (OFPVID_PRESENT | vbit, OFPVID_PRESENT | VERSION_BIT))
     out = []
     for f in flows:
+        if f.table == T_DECIDE:                 # decisions belong to no version
+            out.append(f)
+            continue
         if f.table == T_INGRESS:
             match = f.match
         elif any(k == "vlan_vid" for k, _ in f.match):
@@ -559,16 +559,20 @@ def _program(p: Plan, u: int, shares=None) -> Program:
     if p.ingress["choice"]:
         then = (("goto_table", T_CHOICE),)
     else:
-        then = (("set_field", "vlan_vid", _vid(p.ingress["vid"])), ("goto_table", T_ARRIVE))
+        then = (("set_field", "vlan_vid", _vid(p.ingress["vid"])),
+                ("goto_table", T_ARRIVE if p.decide is None else T_DECIDE))
     for e in range(hs):
         add(Flow(T_INGRESS, 100, (("in_port", e + 1),), tag + then))
     for j in net.tolist():
         add(Flow(T_INGRESS, 50, (("in_port", pn + j),), (("goto_table", T_ARRIVE),)))
-    if p.decide is not None:
+    if p.decide is not None:                      # 1 decisions
         flows += decision_flows(p, u, shares)
+        add(Flow(T_DECIDE, 0, (), (("goto_table", T_ARRIVE),)))
 
-    # 1 source choice
+    # 2 source choice
     groups: list[Group] = []
+    # the class's first VC again: UGAL-L's decisions come here from MIN's (version-free)
+    pcp = ("set_field", "vlan_pcp", p.choice.vc_base) if p.choice is not None else None
     if p.choice is not None and p.profile == "standard":
         # OpenFlow 1.3 masks no L4 port and lets no bucket go on to a table: the destination
         # address's low bits pick the target, and traffic other than IPv4 takes the first
@@ -578,8 +582,8 @@ def _program(p: Plan, u: int, shares=None) -> Program:
         for slot, b in enumerate(owner):
             add(Flow(T_CHOICE, 100, (TAGGED, ("eth_type", ETH_IPV4),
                                      ("ipv4_dst", (ip_str(slot), mask))),
-                     (("set_field", "vlan_vid", _vid(1 + bk[b][0])), ("goto_table", T_ARRIVE))))
-        add(Flow(T_CHOICE, 0, (), (("set_field", "vlan_vid", _vid(1 + bk[0][0])),
+                     (("set_field", "vlan_vid", _vid(1 + bk[b][0])), pcp, ("goto_table", T_ARRIVE))))
+        add(Flow(T_CHOICE, 0, (), (("set_field", "vlan_vid", _vid(1 + bk[0][0])), pcp,
                                    ("goto_table", T_ARRIVE))))
     elif p.choice is not None:
         # the L4 source port's low bits pick the bucket (OVS's OpenFlow 1.3 SELECT groups
@@ -592,7 +596,7 @@ def _program(p: Plan, u: int, shares=None) -> Program:
             for slot, b in enumerate(owner):
                 add(Flow(T_CHOICE, 100, (TAGGED, ("eth_type", ETH_IPV4), ("ip_proto", proto),
                                          (field, (slot, mask))),
-                         (("set_field", "vlan_vid", _vid(1 + bk[b][0])),
+                         (("set_field", "vlan_vid", _vid(1 + bk[b][0])), pcp,
                           ("goto_table", T_ARRIVE))))
         add(Flow(T_CHOICE, 0, (), (("group", 1),)))
         groups.append(Group(1, tuple((w, (("set_field", "vlan_vid", _vid(1 + t)),
@@ -600,7 +604,7 @@ def _program(p: Plan, u: int, shares=None) -> Program:
                                            ("resubmit", T_ARRIVE))) for t, w in bk),
                             note=f"class {c.name}, weight = phase-0 targets behind the bucket"))
 
-    # 2 phase exit
+    # 3 phase exit
     for c in p.vid_targets:
         if c.exit in ("reach", "on_path"):
             here = u if c.target0 == "switch" else int(grp[u])
@@ -616,7 +620,7 @@ def _program(p: Plan, u: int, shares=None) -> Program:
                              (("set_field", "vlan_vid", _vid(0)), ("goto_table", T_FWD))))
     add(Flow(T_ARRIVE, 0, (), (("goto_table", T_FWD),)))
 
-    # 3 forwarding
+    # 4 forwarding
     for vid in p.deliver_vids:
         for e in range(hs):
             add(Flow(T_FWD, 400, (("vlan_vid", _vid(vid)), ("eth_dst", p.host_mac[off + e])),
@@ -654,7 +658,7 @@ def _program(p: Plan, u: int, shares=None) -> Program:
             leave = c.exit == "first_hop" or (c.exit == "port" and bool(ts.exit_port[u, j]))
             fwd(100, (("vlan_vid", _vid(1 + t)),), leave, pn + j)
 
-    # 4 egress: queue = this hop's VC, PCP = the next hop's
+    # 5 egress: queue = this hop's VC, PCP = the next hop's
     def leave_on(j, v):
         nv = min(v + int(ts.vc_inc[u, j]), p.V - 1)
         return (("set_queue", v), ("set_field", "vlan_pcp", nv), ("output", pn + j))
@@ -679,61 +683,3 @@ def _program(p: Plan, u: int, shares=None) -> Program:
                 add(Flow(T_EGRESS, 110, (("in_port", pn + j), ("metadata", pn + j), TAGGED,
                                          ("vlan_pcp", v)), acts + (("output", "in_port"),)))
     return Program(u, dpid(u), tuple(flows), tuple(groups))
-
-
-# ---------------------------------------------------------------------------------------------
-# ovs-ofctl text
-# ---------------------------------------------------------------------------------------------
-def _ofctl_match(match: tuple) -> list[str]:
-    out = []
-    for k, v in match:
-        if k == "vlan_vid" and isinstance(v, tuple):    # tagged (with a version bit)
-            out.append(f"vlan_tci=0x{v[0]:04x}/0x{v[1]:04x}")
-        elif k == "vlan_vid":
-            out.append(f"dl_vlan={v & 0xFFF}" if v & OFPVID_PRESENT else "dl_vlan=0xffff")
-        elif k == "eth_dst":
-            out.append(f"dl_dst={v[0]}/{v[1]}" if isinstance(v, tuple) else f"dl_dst={v}")
-        elif k == "vlan_pcp":
-            out.append(f"dl_vlan_pcp={v}")
-        elif k == "eth_type":
-            out.append(f"dl_type=0x{v:04x}")
-        elif k == "ip_proto":
-            out.append(f"nw_proto={v}")
-        elif k in ("udp_src", "tcp_src"):
-            out.append(f"tp_src=0x{v[0]:x}/0x{v[1]:x}")
-        elif k in ("ipv4_src", "ipv4_dst"):
-            out.append(f"nw_{k[5:]}={v[0]}/{v[1]}")
-        else:
-            out.append(f"{k}={v}")
-    return out
-
-
-def _ofctl_action(a: tuple) -> str:
-    kind = a[0]
-    if kind == "push_vlan":
-        return f"push_vlan:0x{a[1]:04x}"
-    if kind == "set_field":
-        return f"set_field:{a[2]}->{a[1]}"
-    if kind == "output":
-        return "in_port" if a[1] == "in_port" else f"output:{a[1]}"
-    if kind == "goto_table":
-        return f"goto_table:{a[1]}"
-    if kind == "resubmit":
-        return f"resubmit(,{a[1]})"
-    if kind == "pop_vlan":
-        return "pop_vlan"
-    return f"{kind}:{a[1]}"           # set_queue, group, write_metadata
-
-
-def ofctl_flow(f: Flow) -> str:
-    """The flow in ``ovs-ofctl add-flows`` syntax."""
-    head = [f"table={f.table}", f"priority={f.priority}"] + _ofctl_match(f.match)
-    return ",".join(head) + ",actions=" + ",".join(_ofctl_action(a) for a in f.actions)
-
-
-def ofctl_group(g: Group) -> str:
-    """The group in ``ovs-ofctl add-groups`` syntax (one line)."""
-    head = "watch_port" if g.kind == "ff" else "weight"
-    return f"group_id={g.group_id},type={g.kind}" + "".join(
-        f",bucket={head}:{w},actions=" + ",".join(_ofctl_action(a) for a in acts)
-        for w, acts in g.buckets)

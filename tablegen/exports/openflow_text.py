@@ -66,7 +66,9 @@ class _OfText:
         n, H = topo.n_switches, topo.n_hosts
         self.sw_str, self.grp_str = H, H + n          # where the string table's parts start
         self.rows = RowFormats(p.host_mac + p.sw_prefix + p.grp_prefix)
-        tables = {"t_ingress": of.T_INGRESS, "t_choice": of.T_CHOICE, "t_arrive": of.T_ARRIVE,
+        tables = {"t_ingress": of.T_INGRESS, "t_decide": of.T_DECIDE, "t_choice": of.T_CHOICE,
+                  "t_arrive": of.T_ARRIVE,
+                  "t_tagged": of.T_ARRIVE if p.decide is None else of.T_DECIDE,
                   "t_fwd": of.T_FWD, "t_egress": of.T_EGRESS, "versions": p.versions,
                   # tagged frames (of program version 0: of.versioned)
                   "tagged": "vlan_tci=0x1000/0x%04x" % (of.OFPVID_PRESENT | (
@@ -77,13 +79,14 @@ class _OfText:
         add, a, b, c = self.rows.add, *row_fields(3)
         D, X, T = DEC, HEX, TEXT
         ing = p.ingress
+        cpcp = p.choice.vc_base if p.choice is not None else 0    # the choice's first VC
         self.f = {
             "to_host": add(m.to_host(a, b), [T, D]),
             "tag": add(m.tag(a, ing["pcp"], None if ing["choice"] else
                              of.OFPVID_PRESENT | ing["vid"]), [D]),
             "from_switch": add(m.from_switch(a), [D]),
             "choice_group": add(m.choice_group(), []),
-            "choice_default": add(m.choice_default(a), [D]),
+            "choice_default": add(m.choice_default(a, cpcp), [D]),
             "arrive": add(m.arrive(a), [D]),
             "on_path": add(m.on_path(a, b), [D, T]),
             "arrive_miss": add(m.arrive_miss(), []),
@@ -98,9 +101,10 @@ class _OfText:
         dec = p.decide
         if dec is not None:
             mask = of.GROUP_MASK if dec["keys"] == "group" else of.SWITCH_MASK
-            self.f["decide"] = (add(m.decide_ip(*row_fields(6), mask, dec["min_pcp"]),
+            self.f["decide"] = (add(m.decide_ip(*row_fields(6), mask),
                                     [D, T, D, D, D, D]) if self.std else
-                                add(m.decide(*row_fields(4), mask, dec["min_pcp"]), [D, T, X, X]))
+                                add(m.decide(*row_fields(4), mask), [D, T, X, X]))
+            self.f["decide_miss"] = add(m.decide_miss(), [])
         self.rows.compile()
         # buffers of their own: their text is written with the flows'
         self.bucket_rows, self.choice_rows = RowFormats([]), RowFormats([])
@@ -108,9 +112,10 @@ class _OfText:
             self.f["bucket"] = self.bucket_rows.add(self.groups_m.bucket(a, b, p.choice.vc_base),
                                                     [D, D])
             self.bucket_rows.compile()
-            self.f["choice"] = (self.choice_rows.add(m.choice_ip(*row_fields(5)), [D] * 5)
+            self.f["choice"] = (self.choice_rows.add(m.choice_ip(*row_fields(5), cpcp), [D] * 5)
                                 if self.std else
-                                self.choice_rows.add(m.choice(*row_fields(4)), [D, X, X, D]))
+                                self.choice_rows.add(m.choice(*row_fields(4), cpcp),
+                                                     [D, X, X, D]))
             self.choice_rows.compile()
         self._slots: dict[bytes, tuple[int, np.ndarray]] = {}
         self._choice_text: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
@@ -120,7 +125,7 @@ class _OfText:
         per_switch = (3 * int(topo.hosts.max(initial=0)) + r * (1 + 2 * p.V)
                       + n * (1 + len(p.phase_tables) + len(p.vid_targets))
                       + (len(p.on_path[0]) // n if p.on_path else 0)
-                      + (2 * n * (p.decide["bits"] + 1) if p.decide else 0))
+                      + (2 * n * (p.decide["bits"] + 1) + 1 if p.decide else 0))
         self.chunk = max(1, OF_CHUNK_ROWS // per_switch)
 
     def flows(self, u: int) -> Chunks:
@@ -157,7 +162,7 @@ class _OfText:
         starts and where its source-choice entries go, and those entries per switch (layout
         and VIDs); the groups' bytes and where each switch's part starts."""
         flows, choice, buckets = self._blocks(u0, u1)
-        split = 3 if self.p.decide is None else 4      # the table-0 blocks before the choice
+        split = 3 if self.p.decide is None else 5      # the blocks of tables 0 and 1 first
         text = {"flows": (*interleave(self.rows, flows, u0, u1, split), choice)}
         if buckets:
             text["groups"] = interleave(self.bucket_rows, buckets, u0, u1)
@@ -220,7 +225,8 @@ class _OfText:
         put(ns, f["from_switch"], pn[ns] + nj)
         if p.decide is not None:
             put(*self._decisions(sws))
-        # 1 source choice
+            put(sws, f["decide_miss"])
+        # 2 source choice
         bk = {}
         for c in {id(c): c for c in [p.choice, *p.vid_targets] if c is not None}.values():
             if c is p.choice or c.inter == "switch-3h":
@@ -330,8 +336,8 @@ def _of_manifest(p, width: int) -> dict:
     return {
         "format": "fabroute-openflow", "version": 2, "routing": ts.routing,
         "topology": topo.name(), "openflow": "1.3", "vcs": p.V,
-        "tables": {"ingress": of.T_INGRESS, "choice": of.T_CHOICE, "phase_exit": of.T_ARRIVE,
-                   "forward": of.T_FWD, "egress": of.T_EGRESS},
+        "tables": {"ingress": of.T_INGRESS, "decide": of.T_DECIDE, "choice": of.T_CHOICE,
+                   "phase_exit": of.T_ARRIVE, "forward": of.T_FWD, "egress": of.T_EGRESS},
         "ingress": {"class": ts.classes[0].name, **p.ingress},
         "choice_class": None if p.choice is None else p.choice.name,
         "profile": p.profile,
@@ -346,3 +352,59 @@ def _of_manifest(p, width: int) -> dict:
         "hosts": [{"id": h, "switch": s, "port": q, "mac": p.host_mac[h]}
                   for h, s, q in topo.host_table().tolist()],
     }
+
+
+# -- one record as text (the controller's records, for tests and tools) -----------------------
+def _ofctl_match(match: tuple) -> list[str]:
+    out = []
+    for k, v in match:
+        if k == "vlan_vid" and isinstance(v, tuple):    # tagged (with a version bit)
+            out.append(f"vlan_tci=0x{v[0]:04x}/0x{v[1]:04x}")
+        elif k == "vlan_vid":
+            out.append(f"dl_vlan={v & 0xFFF}" if v & of.OFPVID_PRESENT else "dl_vlan=0xffff")
+        elif k == "eth_dst":
+            out.append(f"dl_dst={v[0]}/{v[1]}" if isinstance(v, tuple) else f"dl_dst={v}")
+        elif k == "vlan_pcp":
+            out.append(f"dl_vlan_pcp={v}")
+        elif k == "eth_type":
+            out.append(f"dl_type=0x{v:04x}")
+        elif k == "ip_proto":
+            out.append(f"nw_proto={v}")
+        elif k in ("udp_src", "tcp_src"):
+            out.append(f"tp_src=0x{v[0]:x}/0x{v[1]:x}")
+        elif k in ("ipv4_src", "ipv4_dst"):
+            out.append(f"nw_{k[5:]}={v[0]}/{v[1]}")
+        else:
+            out.append(f"{k}={v}")
+    return out
+
+
+def _ofctl_action(a: tuple) -> str:
+    kind = a[0]
+    if kind == "push_vlan":
+        return f"push_vlan:0x{a[1]:04x}"
+    if kind == "set_field":
+        return f"set_field:{a[2]}->{a[1]}"
+    if kind == "output":
+        return "in_port" if a[1] == "in_port" else f"output:{a[1]}"
+    if kind == "goto_table":
+        return f"goto_table:{a[1]}"
+    if kind == "resubmit":
+        return f"resubmit(,{a[1]})"
+    if kind == "pop_vlan":
+        return "pop_vlan"
+    return f"{kind}:{a[1]}"           # set_queue, group, write_metadata
+
+
+def ofctl_flow(f: of.Flow) -> str:
+    """The flow in ``ovs-ofctl add-flows`` syntax."""
+    head = [f"table={f.table}", f"priority={f.priority}"] + _ofctl_match(f.match)
+    return ",".join(head) + ",actions=" + ",".join(_ofctl_action(a) for a in f.actions)
+
+
+def ofctl_group(g: of.Group) -> str:
+    """The group in ``ovs-ofctl add-groups`` syntax (one line)."""
+    head = "watch_port" if g.kind == "ff" else "weight"
+    return f"group_id={g.group_id},type={g.kind}" + "".join(
+        f",bucket={head}:{w},actions=" + ",".join(_ofctl_action(a) for a in acts)
+        for w, acts in g.buckets)
