@@ -31,6 +31,20 @@ pytestmark = [pytest.mark.ovs, pytest.mark.xdist_group("ovs")]
 PREFIX = "ld"
 
 
+def real_looking(spec: str, seed: int, tmp_path):
+    """MIN tables of ``spec`` written to ``tmp_path/tables``, a wiring with random datapath
+    ids, permuted ports and one cable left out, and the proven tables without that cable."""
+    ensure_ovs()
+    topo = build(spec)
+    ts = build_tables(topo, "min")
+    write_table_set(ts, verify(ts), tmp_path / "tables", ("openflow",))
+    wiring = random_wiring(topo, seed=seed, leave_out=1)
+    (a, _, b, _), = wiring.left_out
+    deg, rep = same_routing(without_links(topo, [(a, b)]), ts)
+    assert rep.ok
+    return topo, ts, wiring, deg
+
+
 def proof(fnet, ts, prober, extra_pairs=(), n=24):
     """All-pairs delivery and the exact path of sampled pairs (plus ``extra_pairs``)."""
     rep = prober.all_pairs()
@@ -42,14 +56,8 @@ def proof(fnet, ts, prober, extra_pairs=(), n=24):
 
 
 def test_lldp_learns_a_real_looking_slim_fly_and_restores_the_missing_cable(tmp_path):
-    ensure_ovs()
-    topo = build("slimfly:q=5")
-    ts = build_tables(topo, "min")
-    write_table_set(ts, verify(ts), tmp_path / "tables", ("openflow",))
-    wiring = random_wiring(topo, seed=7, leave_out=1)
+    topo, ts, wiring, deg = real_looking("slimfly:q=5", 7, tmp_path)
     (a, pa, b, pb), = wiring.left_out
-    deg, rep = same_routing(without_links(topo, [(a, b)]), ts)
-    assert rep.ok
     fab_out = tmp_path / "fabric.json"
     ctl = Controller(tmp_path / "tables", free_port(), tmp_path,
                      args=("--lldp", "--fabric-out", str(fab_out), "--settle", "5"))
@@ -145,14 +153,8 @@ def test_a_fabric_file_maps_real_datapaths_without_lldp(tmp_path):
     random datapath ids, permuted ports and one cable absent): every datapath gets its
     planned switch's degraded program on its own port numbers, every host pair is delivered
     and the sampled and detoured pairs take their promised paths."""
-    ensure_ovs()
-    topo = build("slimfly:q=3")
-    ts = build_tables(topo, "min")
-    write_table_set(ts, verify(ts), tmp_path / "tables", ("openflow",))
-    wiring = random_wiring(topo, seed=5, leave_out=1)
-    (a, pa, b, pb), = wiring.left_out
-    deg, rep = same_routing(without_links(topo, [(a, b)]), ts)
-    assert rep.ok
+    topo, ts, wiring, deg = real_looking("slimfly:q=3", 5, tmp_path)
+    (a, _, b, _), = wiring.left_out
     fab = tmp_path / "inventory.json"
     wiring.fabric(topo).save(fab)
     ctl = Controller(tmp_path / "tables", free_port(), tmp_path, args=("--fabric", str(fab)))
