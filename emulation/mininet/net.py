@@ -46,6 +46,8 @@ from pathlib import Path
 import numpy as np
 
 from emulation.mininet import shaping
+from emulation.mininet.ofss import TOOLS as ofss_tools
+from emulation.mininet.ofss import soft_switch_class
 from emulation.mininet.topo import IP_PREFIX, FabricTopo, host_name, switch_name
 from tablegen.errors import RunFailed
 from tablegen.topology import Topology
@@ -279,6 +281,9 @@ class FabricNet:
     #: a real fabric's look (:class:`~emulation.mininet.topo.Wiring`): other datapath ids
     #: and port numbers, cables left out; ``None``: the plan's
     wiring: object = None
+    #: the switches: ``"ovs"`` (Open vSwitch bridges) or ``"ofss"`` (ofsoftswitch13,
+    #: :mod:`emulation.mininet.ofss`)
+    datapath: str = "ovs"
 
     def ofport(self, s: int, p: int) -> int:
         """The OpenFlow port number of switch ``s``'s planned port ``p``."""
@@ -286,6 +291,14 @@ class FabricNet:
 
     def bridge(self, s: int) -> str:
         return self.bridges[s]
+
+    def of_socket(self, s: int) -> str:
+        """Unix socket on which switch ``s`` answers OpenFlow 1.3 besides its controller
+        connection (OVS: the bridge's ``.mgmt``; ofsoftswitch13: ``ofdatapath``'s listener)."""
+        if self.datapath == "ofss":
+            return os.path.join(self.workdir, f"{self.bridges[s]}.ofd")
+        return os.path.join(os.environ.get("OVS_RUNDIR", "/var/run/openvswitch"),
+                            f"{self.bridges[s]}.mgmt")
 
     def host(self, h: int):
         return self.net.get(host_name(h, self.prefix))
@@ -404,7 +417,7 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
               workers: int = 8, tls: tuple[str, str, str] | None = None,
               link_mbit: float | None = None,
               queue_packets: int = shaping.DEFAULT_QUEUE_PACKETS,
-              wiring=None) -> FabricNet:
+              wiring=None, datapath: str = "ovs") -> FabricNet:
     """Build and start the emulation (see the module doc); the caller must :meth:`~FabricNet.
     stop` it — use :func:`emulate`.  ``controller_port=None``: bridges without a controller
     (tables from files); otherwise a ``RemoteController`` at ``controller_ip:port`` (the
@@ -419,13 +432,21 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
     switch egress port capped at that many Mbit/s with a ``queue_packets``-packet queue
     (:mod:`emulation.mininet.shaping`; ``None``: no shaping).  ``wiring``
     (:class:`~emulation.mininet.topo.Wiring`): random datapath ids, permuted port numbers,
-    cables left out — a net that looks like a real fabric (``controller --lldp``)."""
+    cables left out — a net that looks like a real fabric (``controller --lldp``).
+    ``datapath="ofss"``: the switches are CPqD's ofsoftswitch13 instead of OVS bridges
+    (:mod:`emulation.mininet.ofss`; no TLS, no shaping)."""
     tx_off = tcp or kernel_sockets
-    tools = ["ovs-vsctl", "ovs-ofctl", "ovs-appctl", "mnexec", "ip"] + (["ethtool"] if tx_off
-                                                                        else [])
+    ofss = datapath == "ofss"
+    if datapath not in ("ovs", "ofss"):
+        raise RunFailed(f"datapath {datapath!r}: expected ovs or ofss")
+    if ofss and (tls is not None or link_mbit is not None):
+        raise RunFailed("the ofsoftswitch13 emulation has no TLS and no link shaping")
+    tools = (["ovs-vsctl", "ovs-ofctl", "ovs-appctl"] if not ofss else list(ofss_tools)) + \
+        ["mnexec", "ip"] + (["ethtool"] if tx_off else [])
     require_tools(*tools)
     t_ovs = time.perf_counter()
-    ensure_ovs()
+    if not ofss:
+        ensure_ovs()
     t_ovs = time.perf_counter() - t_ovs
     QuietIntf, PrecreatedLink, FabricSwitch, NoCheckController, Host, Mininet, setLogLevel = \
         _classes()
@@ -438,16 +459,17 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
     ft = FabricTopo(topo, hosts_per_switch=hosts_per_switch, prefix=prefix, wiring=wiring)
     hosts = ft.hosts_table
     bridges = [switch_name(s, prefix) for s in range(topo.n_switches)]
-    switch_cls = partial(FabricSwitch, datapath="user", protocols="OpenFlow13",
-                         failMode="secure")
+    workdir = tempfile.mkdtemp(prefix="fabroute-emu-")
+    switch_cls = soft_switch_class(workdir) if ofss else partial(
+        FabricSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
     # the topo is realised below, not by Mininet.build(): that starts host shells one by one
     # and runs commands per link (Slim Fly q=5: ~8 s build, ~10 s start)
     net = Mininet(topo=ft, switch=switch_cls, host=Host, link=PrecreatedLink, intf=QuietIntf,
                   controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
                   waitConnected=False)
     fnet = FabricNet(topo, net, prefix, hosts, controller_port, ft.macs, ft.ips, bridges,
-                     times=times, workdir=tempfile.mkdtemp(prefix="fabroute-emu-"),
-                     kernel_sockets=tx_off, wiring=wiring)
+                     times=times, workdir=workdir, kernel_sockets=tx_off, wiring=wiring,
+                     datapath=datapath)
     try:
         if tls is not None:
             _run(["ovs-vsctl", "set-ssl", *tls])
@@ -507,7 +529,8 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
         t3 = fnet.started = time.perf_counter()
         net.start()                           # one ovs-vsctl transaction for every bridge
         times["ovs"] = time.perf_counter() - t3
-        _check_ports(fnet)
+        if not ofss:            # ofsoftswitch13 numbers its ports itself (SoftSwitch.start)
+            _check_ports(fnet)
         if link_mbit is not None:
             t4 = time.perf_counter()
             fnet.link_mbit, fnet.queue_packets = link_mbit, queue_packets

@@ -62,17 +62,20 @@ def _parse_match(buf: bytes, off: int) -> tuple[dict, int]:
 
 class FlowReader:
     """Persistent OpenFlow 1.3 connections to ``bridges``; :meth:`read` returns every bridge's
-    flows as ``[(table, priority, match dict, packets), ...]``."""
+    flows as ``[(table, priority, match dict, packets), ...]``.  ``paths``: each bridge's
+    socket (default: its OVS management socket; ofsoftswitch13's ``ofdatapath`` answers the
+    same requests on its listener, :meth:`~emulation.mininet.net.FabricNet.of_socket`)."""
 
-    def __init__(self, bridges: list[str], timeout: float = 10.0):
+    def __init__(self, bridges: list[str], timeout: float = 10.0,
+                 paths: list[str] | None = None):
         self.bridges = list(bridges)
         self.timeout = timeout
         self.socks: dict[str, socket.socket] = {}
         self._xid = 1
         try:
-            for b in self.bridges:
+            for i, b in enumerate(self.bridges):
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.connect(os.path.join(OVS_RUNDIR, f"{b}.mgmt"))
+                s.connect(paths[i] if paths else os.path.join(OVS_RUNDIR, f"{b}.mgmt"))
                 s.sendall(_HDR.pack(OFP_VERSION, OFPT_HELLO, 8, 0))
                 self.socks[b] = s
             for b, s in self.socks.items():

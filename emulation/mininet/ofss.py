@@ -1,0 +1,130 @@
+"""CPqD's ofsoftswitch13 (``ofdatapath`` + ``ofprotocol``) as the emulation's switches: a strict
+OpenFlow 1.3 software switch with no vendor extension, for the ``standard`` OpenFlow profile.
+
+``build_net(topo, ..., datapath="ofss")`` (:mod:`emulation.mininet.net`) builds the same net as
+with Open vSwitch, but every switch is a :func:`soft_switch_class` switch — a subclass of
+Mininet's ``UserSwitch`` (Mininet's class for this switch) that, like the OVS bridges, runs no
+shell: its two daemons are started as child processes of this process and ended by pid.  Per
+switch, in the net's work directory: ``<name>.ofd`` (``ofdatapath``'s OpenFlow socket: the
+controller's connection through ``ofprotocol``, and :class:`~emulation.mininet.ofclient.
+FlowReader`'s), ``<name>-ofd.log`` and ``<name>-ofp.log``.
+
+Two things of ofsoftswitch13 decide how the switch is started (docs/openflow.md):
+
+* ``ofdatapath`` numbers its ports 1, 2, … in the order of ``-i``, so a switch's interfaces
+  are given in port order and must have the port numbers 1..n (a fabric with other port
+  numbers cannot be emulated with it);
+* ``ofdatapath -d`` demands 12 hex digits but parses them with ``strtoll(arg, NULL, 12)``
+  (base 12, ``udatapath/udatapath.c``): the digits ``c``–``f`` end the number and ``10``
+  means 12.  :func:`dpid_arg` writes the datapath id in base 12, which that parse reads back
+  as the intended id (ids up to ``12**12 - 1``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+
+from tablegen.errors import RunFailed
+
+__all__ = ["TOOLS", "available", "dpid_arg", "soft_switch_class", "MAX_DPID"]
+
+TOOLS = ("ofdatapath", "ofprotocol")
+#: the largest datapath id ``ofdatapath -d`` can be given (12 base-12 digits)
+MAX_DPID = 12 ** 12 - 1
+
+
+def available() -> str | None:
+    """``None`` when ``ofdatapath`` and ``ofprotocol`` are on ``PATH``; else why not."""
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        return (f"{' and '.join(missing)} not on PATH: build CPqD's ofsoftswitch13 "
+                "(github.com/CPqD/ofsoftswitch13, with netbee) and put its bin/ on PATH")
+    return None
+
+
+def dpid_arg(dpid: int) -> str:
+    """The ``ofdatapath -d`` argument that makes the switch report datapath id ``dpid``
+    (see the module doc: ofdatapath reads the 12 digits in base 12)."""
+    if not 0 < dpid <= MAX_DPID:
+        raise RunFailed(f"datapath id {dpid:#x}: ofsoftswitch13 can be given ids 1..{MAX_DPID:#x}"
+                        " only (ofdatapath -d parses 12 digits in base 12)")
+    digits = ""
+    while dpid:
+        dpid, r = divmod(dpid, 12)
+        digits = "0123456789ab"[r] + digits
+    return digits.rjust(12, "0")
+
+
+def soft_switch_class(workdir: str):
+    """Mininet switch class (a ``UserSwitch``) whose daemons keep their sockets and logs in
+    ``workdir``."""
+    from mininet.node import UserSwitch
+
+    class SoftSwitch(UserSwitch):
+        """ofsoftswitch13 without a shell: ``ofdatapath`` over the switch's interfaces in
+        port order, ``ofprotocol`` relaying it out of band to the controller."""
+
+        dpidLen = 16                    # the topo's 16-digit ids; dpid_arg() converts them
+
+        def __init__(self, name, **kw):
+            self.procs: list[subprocess.Popen] = []
+            super().__init__(name, **kw)
+
+        def startShell(self, mnopts=None):
+            self.shell = None
+            self.pid = None
+            self.execed = False
+
+        def cmd(self, *args, **kwargs):
+            # Mininet's few per-interface commands (``ifconfig lo up``) run in the root
+            # namespace, where the switch's interfaces are
+            r = subprocess.run(" ".join(str(a) for a in args), shell=True, text=True,
+                               capture_output=True)
+            return r.stdout
+
+        def socket_path(self) -> str:
+            return os.path.join(workdir, f"{self.name}.ofd")
+
+        def start(self, controllers):
+            ports = sorted((p, str(i)) for i, p in self.ports.items() if str(i) != "lo")
+            if [p for p, _ in ports] != list(range(1, len(ports) + 1)):
+                raise RunFailed(f"switch {self.name}: ports {[p for p, _ in ports]}; "
+                                "ofsoftswitch13 numbers its ports 1..n in order")
+            sock = self.socket_path()
+            ctl = ",".join(f"tcp:{c.IP()}:{c.port}" for c in controllers)
+            self._spawn("ofd", ["ofdatapath", "-i", ",".join(n for _, n in ports),
+                                f"punix:{sock}", "-d", dpid_arg(int(self.dpid, 16)),
+                                "--no-slicing", "--no-local-port"])
+            if ctl:
+                self._spawn("ofp", ["ofprotocol", f"unix:{sock}", ctl, "--fail=closed",
+                                    "--out-of-band"])
+
+        def _spawn(self, tag: str, argv: list[str]) -> None:
+            with open(os.path.join(workdir, f"{self.name}-{tag}.log"), "w") as log:
+                self.procs.append(subprocess.Popen(argv, stdout=log, stderr=log,
+                                                   stdin=subprocess.DEVNULL,
+                                                   start_new_session=True))
+
+        def stop(self, deleteIntfs=True):
+            for p in self.procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in self.procs:
+                try:
+                    p.wait(5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(5)
+            self.procs.clear()
+
+        def terminate(self):
+            self.stop()
+
+        def exited(self) -> list[str]:
+            """The daemons of this switch that have exited (empty: both run)."""
+            return [" ".join(p.args[:1]) for p in self.procs if p.poll() is not None]
+
+    return SoftSwitch
