@@ -154,18 +154,26 @@ def test_the_check_finds_what_the_ovs_profile_uses(routing):
 
 @pytest.mark.parametrize("routing", ROUTINGS)
 def test_standard_profile_keeps_targets_vcs_and_classes(routing):
-    """The profiles differ only in how the source choice and UGAL-L's split read a packet:
-    the same phase-0 targets (with the same slot weights), the same forwarding, phase-exit
-    and egress entries (so the same paths and VCs), fewer entries and no group."""
+    """The profiles differ only in how the source choice and UGAL-L's split read a packet
+    and where the egress table reads the VC: the same phase-0 targets (with the same slot
+    weights), the same phase-exit entries, the same forwarding and egress entries but for
+    the VC carried in the metadata (``vc_in_metadata``: so the same paths and VCs), no
+    group, and no ``vlan_pcp`` match without an exact ``vlan_vid`` beside it."""
     ts = tables(routing)
     po, ps = of.plan(ts), of.plan(ts, profile="standard")
     for u in (0, 17, 49):
         a, b = of.program(po, u), of.program(ps, u)
-        assert [f for f in a.flows if f.table > of.T_CHOICE] == \
+        assert of.vc_in_metadata([f for f in a.flows if f.table > of.T_CHOICE], po.V) == \
             [f for f in b.flows if f.table > of.T_CHOICE]
-        assert not b.groups and len(b.flows) <= len(a.flows)
+        assert not b.groups
+        for f in b.flows:
+            m = dict(f.match)
+            assert "vlan_pcp" not in m or isinstance(m.get("vlan_vid"), int), f
+        fwd = [f for f in a.flows if f.table == of.T_FWD and f.priority < 400]
+        assert len([f for f in b.flows if f.table == of.T_FWD and f.priority < 400]) == \
+            po.V * len(fwd)
         if po.choice is None:
-            assert a == b
+            assert of.vc_in_metadata(list(a.flows), po.V) == list(b.flows)
             continue
 
         def slots(prog, field):

@@ -47,7 +47,7 @@ import numpy as np
 
 from emulation.mininet import shaping
 from emulation.mininet.ofss import TOOLS as ofss_tools
-from emulation.mininet.ofss import soft_switch_class
+from emulation.mininet.ofss import configure_queues, soft_switch_class
 from emulation.mininet.topo import IP_PREFIX, FabricTopo, host_name, switch_name
 from tablegen.errors import RunFailed
 from tablegen.topology import Topology
@@ -529,7 +529,9 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
         t3 = fnet.started = time.perf_counter()
         net.start()                           # one ovs-vsctl transaction for every bridge
         times["ovs"] = time.perf_counter() - t3
-        if not ofss:            # ofsoftswitch13 numbers its ports itself (SoftSwitch.start)
+        if ofss:                # it numbers its ports itself (SoftSwitch.start)
+            times["queues"] = configure_queues(net.switches, workers)
+        else:
             _check_ports(fnet)
         if link_mbit is not None:
             t4 = time.perf_counter()

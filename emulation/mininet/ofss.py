@@ -9,7 +9,7 @@ switch, in the net's work directory: ``<name>.ofd`` (``ofdatapath``'s OpenFlow s
 controller's connection through ``ofprotocol``, and :class:`~emulation.mininet.ofclient.
 FlowReader`'s), ``<name>-ofd.log`` and ``<name>-ofp.log``.
 
-Two things of ofsoftswitch13 decide how the switch is started (docs/openflow.md):
+Three things of ofsoftswitch13 decide how the switch is started (docs/openflow.md):
 
 * ``ofdatapath`` numbers its ports 1, 2, … in the order of ``-i``, so a switch's interfaces
   are given in port order and must have the port numbers 1..n (a fabric with other port
@@ -17,7 +17,14 @@ Two things of ofsoftswitch13 decide how the switch is started (docs/openflow.md)
 * ``ofdatapath -d`` demands 12 hex digits but parses them with ``strtoll(arg, NULL, 12)``
   (base 12, ``udatapath/udatapath.c``): the digits ``c``–``f`` end the number and ``10``
   means 12.  :func:`dpid_arg` writes the datapath id in base 12, which that parse reads back
-  as the intended id (ids up to ``12**12 - 1``).
+  as the intended id (ids up to ``12**12 - 1``);
+* ``set_queue`` to a queue its port does not have drops the packet silently
+  (``dp_ports_output``), and ports have no queue until one is configured — outside OpenFlow
+  1.3, with ofsoftswitch13's ``dpctl queue-mod`` (its experimenter message).  The egress
+  entries put each VC in its own queue, so :func:`configure_queues` gives every network
+  port the queues 1 .. :data:`QUEUES` - 1 (queue 0 is the port's default), and
+  ``ofdatapath`` runs with slicing (its ``tc`` queues behind those ids), not
+  ``--no-slicing``.
 """
 
 from __future__ import annotations
@@ -26,12 +33,19 @@ import os
 import shutil
 import signal
 import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from tablegen.errors import RunFailed
 
-__all__ = ["TOOLS", "available", "dpid_arg", "soft_switch_class", "MAX_DPID"]
+__all__ = ["TOOLS", "QUEUES", "available", "configure_queues", "dpid_arg", "soft_switch_class",
+           "MAX_DPID"]
 
-TOOLS = ("ofdatapath", "ofprotocol")
+TOOLS = ("ofdatapath", "ofprotocol", "dpctl")
+#: queues per network port: one per VLAN PCP value, i.e. every VC a program can write
+QUEUES = 8
+#: the queues' minimum rate (``dpctl queue-mod``'s BW, tenths of a percent of the link)
+QUEUE_MIN_RATE = 10
 #: the largest datapath id ``ofdatapath -d`` can be given (12 base-12 digits)
 MAX_DPID = 12 ** 12 - 1
 
@@ -71,6 +85,7 @@ def soft_switch_class(workdir: str):
 
         def __init__(self, name, **kw):
             self.procs: list[subprocess.Popen] = []
+            self.network_ports: list[int] = []
             super().__init__(name, **kw)
 
         def startShell(self, mnopts=None):
@@ -95,9 +110,11 @@ def soft_switch_class(workdir: str):
                                 "ofsoftswitch13 numbers its ports 1..n in order")
             sock = self.socket_path()
             ctl = ",".join(f"tcp:{c.IP()}:{c.port}" for c in controllers)
+            self.network_ports = sorted(p for i, p in self.ports.items()
+                                        if str(i) != "lo" and _to_switch(i))
             self._spawn("ofd", ["ofdatapath", "-i", ",".join(n for _, n in ports),
                                 f"punix:{sock}", "-d", dpid_arg(int(self.dpid, 16)),
-                                "--no-slicing", "--no-local-port"])
+                                "--no-local-port"])
             if ctl:
                 self._spawn("ofp", ["ofprotocol", f"unix:{sock}", ctl, "--fail=closed",
                                     "--out-of-band"])
@@ -128,3 +145,39 @@ def soft_switch_class(workdir: str):
             return [" ".join(p.args[:1]) for p in self.procs if p.poll() is not None]
 
     return SoftSwitch
+
+
+def _to_switch(intf) -> bool:
+    link = intf.link
+    if link is None:
+        return False
+    other = link.intf2 if link.intf1 is intf else link.intf1
+    return hasattr(other.node, "dpid")
+
+
+def configure_queues(switches, workers: int = 8, wait: float = 30.0) -> float:
+    """Give every network port of the running ``switches`` (:func:`soft_switch_class`) the
+    queues 1 .. QUEUES - 1 (``dpctl queue-mod``, see the module doc); returns the seconds
+    it took.  Raises :class:`RunFailed` naming the switch whose daemon did not come up or
+    refused a queue."""
+    t0 = time.perf_counter()
+
+    def one(sw) -> None:
+        deadline = time.monotonic() + wait
+        while not os.path.exists(sw.socket_path()):
+            if sw.exited() or time.monotonic() > deadline:
+                raise RunFailed(f"switch {sw.name}: ofdatapath did not open "
+                                f"{sw.socket_path()} (exited: {sw.exited()})")
+            time.sleep(0.05)
+        for port in sw.network_ports:
+            for q in range(1, QUEUES):
+                r = subprocess.run(["dpctl", f"unix:{sw.socket_path()}", "queue-mod", str(port),
+                                    str(q), str(QUEUE_MIN_RATE)], capture_output=True,
+                                   text=True, timeout=30)
+                if r.returncode:
+                    raise RunFailed(f"switch {sw.name}: dpctl queue-mod {port} {q} failed: "
+                                    f"{(r.stderr or r.stdout).strip()[:300]}")
+
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(one, switches))
+    return time.perf_counter() - t0

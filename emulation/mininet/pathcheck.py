@@ -11,7 +11,8 @@ Method (``docs/emulation.md``):
    datapath flow are credited only at the next revalidation, ~0.5 s later), read again.
 3. The counters that moved are the probe's footprint: the ingress entry (table 0,
    ``in_port=<host port>``, or for UGAL-L one of its decision entries) at the source switch; one egress entry (table ``T_EGRESS``:
-   ``metadata=<out port>, vlan_pcp=<VC>``) per hop — the switch, its out port and the VC the
+   ``metadata=<out port>, vlan_pcp=<VC>``; in the ``standard`` profile ``metadata=<out port> |
+   <VC> << VC_SHIFT``) per hop — the switch, its out port and the VC the
    hop is taken on; the deliver entry (table ``T_FWD``, priority 400, ``eth_dst=<host MAC>``)
    at the last switch.  Starting at the source switch, each hop's out port leads (through
    ``topo.adj``) to the next switch, which must hold the next hop or the delivery: the ordered
@@ -46,6 +47,7 @@ from tablegen.exports.openflow import (
     T_EGRESS,
     T_FWD,
     T_INGRESS,
+    VC_SHIFT,
     host_macs,
     plan,
     program,
@@ -161,7 +163,10 @@ class PathChecker:
             s = self.bridge_switch[b]
             for table, prio, m, n in (x for r in reads for x in r[b]):
                 if table == T_EGRESS and "metadata" in m:
-                    k = ("egress", s, int(m["metadata"]), int(m.get("vlan_pcp", -1)))
+                    # the standard profile carries the VC in the metadata (vc_in_metadata)
+                    meta = int(m["metadata"])
+                    vc = int(m["vlan_pcp"]) if "vlan_pcp" in m else meta >> VC_SHIFT
+                    k = ("egress", s, meta & ((1 << VC_SHIFT) - 1), vc)
                 elif table == T_FWD and prio == 400:
                     k = ("deliver", s, self.mac_host.get(int(m.get("eth_dst", -1)), -1))
                 elif table == T_INGRESS and prio == 100:

@@ -33,7 +33,7 @@ from tablegen.routing.walk import group_majority
 from tablegen.tables import PathClass, TableSet
 from tablegen.topology import Topology
 
-__all__ = ["CHOICE_BITS_MAX", "DECIDE_PRIORITY", "Flow", "Group", "PROFILES", "Program",
+__all__ = ["CHOICE_BITS_MAX", "DECIDE_PRIORITY", "VC_SHIFT", "Flow", "Group", "PROFILES", "Program",
            "SPLIT_BITS",
            "T_ARRIVE", "VERSION_BIT", "is_stamp", "version_flows", "versioned",
            "T_CHOICE", "T_DECIDE", "T_EGRESS", "T_FWD", "T_INGRESS", "choice_slots", "dpid",
@@ -47,6 +47,7 @@ MAX_PCP_VCS = 8                   # 3-bit PCP
 MAX_VID = 4094                    # 4095 is reserved
 VERSION_BIT = 0x800               # VID bit carrying the program version (two-phase updates)
 FF_SHIFT, FF_MASK = 16, 0xFFFF    # metadata = out port | backup port << 16 (fast failover)
+VC_SHIFT = 32                     # standard profile: metadata also carries the VC (<< 32)
 FF_GROUP_BASE = 0x100             # FAST_FAILOVER group (port j, backup b, VC v): + (j, b, v)
 GROUP_VERSION = 0x10000           # group ids of version 1 are those of version 0 plus this
 OFPVID_PRESENT = 0x1000
@@ -682,4 +683,29 @@ def _program(p: Plan, u: int, shares=None) -> Program:
             if p.vid_targets:
                 add(Flow(T_EGRESS, 110, (("in_port", pn + j), ("metadata", pn + j), TAGGED,
                                          ("vlan_pcp", v)), acts + (("output", "in_port"),)))
+    if p.profile == "standard":
+        flows = vc_in_metadata(flows, p.V)
     return Program(u, dpid(u), tuple(flows), tuple(groups))
+
+
+def vc_in_metadata(flows: list, n_vcs: int) -> list:
+    """The egress table without a ``vlan_pcp`` match: each forwarding entry that goes on to
+    it is split per VC (``vlan_pcp`` matched next to its exact ``vlan_vid``) and writes the
+    VC into the metadata (``<< VC_SHIFT``), which the egress entries match instead.  Why:
+    CPqD's ofsoftswitch13 refuses ``vlan_pcp`` unless an *unmasked* ``vlan_vid`` precedes
+    it (``OFPBMC_BAD_PREREQ``), and the egress table matches any VID (docs/openflow.md)."""
+    out = []
+    for f in flows:
+        m = dict(f.match)
+        if f.table == T_FWD and any(a[0] == "write_metadata" for a in f.actions):
+            out += [Flow(f.table, f.priority, f.match + (("vlan_pcp", v),), tuple(
+                ("write_metadata", a[1] | v << VC_SHIFT) if a[0] == "write_metadata" else a
+                for a in f.actions)) for v in range(n_vcs)]
+        elif f.table == T_EGRESS and "vlan_pcp" in m:
+            meta = ("metadata", m["metadata"] | m["vlan_pcp"] << VC_SHIFT)
+            out.append(Flow(f.table, f.priority, tuple(meta if k == "metadata" else (k, v)
+                                                      for k, v in f.match if k != "vlan_pcp"),
+                            f.actions))
+        else:
+            out.append(f)
+    return out

@@ -76,7 +76,7 @@ class _OfText:
         m = template_env().get_template("openflow.flows.j2").make_module(tables)
         self.groups_m = template_env().get_template("openflow.groups.j2").make_module(tables)
         self.flows_file = m.file
-        add, a, b, c = self.rows.add, *row_fields(3)
+        add, a, b, c, d = self.rows.add, *row_fields(4)
         D, X, T = DEC, HEX, TEXT
         ing = p.ingress
         cpcp = p.choice.vc_base if p.choice is not None else 0    # the choice's first VC
@@ -93,11 +93,16 @@ class _OfText:
             "deliver": add(m.deliver(a, b, c), [D, T, D]),
             "egress": add(m.egress(a, b, c), [D, D, D]),
             "egress_back": add(m.egress_back(a, b, c), [D, D, D]),
+            "egress_vc": add(m.egress_vc(a, b, c, d), [D, D, D, D]),
+            "egress_back_vc": add(m.egress_back_vc(a, b, c, d), [D, D, D, D]),
         }
         for leave in (False, True):
             self.f["to_group", leave] = add(m.to_group(a, b, leave, c), [D, T, D])
             self.f["to_switch", leave] = add(m.to_switch(a, b, leave, c), [D, T, D])
             self.f["to_target", leave] = add(m.to_target(a, leave, b), [D, D])
+            self.f["to_group_vc", leave] = add(m.to_group_vc(a, b, leave, c, d), [D, T, D, D])
+            self.f["to_switch_vc", leave] = add(m.to_switch_vc(a, b, leave, c, d), [D, T, D, D])
+            self.f["to_target_vc", leave] = add(m.to_target_vc(a, leave, b, c), [D, D, D])
         dec = p.decide
         if dec is not None:
             mask = of.GROUP_MASK if dec["keys"] == "group" else of.SWITCH_MASK
@@ -123,7 +128,8 @@ class _OfText:
         self._chunk: tuple[int, int, dict] = (0, 0, {})
         r = topo.radix
         per_switch = (3 * int(topo.hosts.max(initial=0)) + r * (1 + 2 * p.V)
-                      + n * (1 + len(p.phase_tables) + len(p.vid_targets))
+                      + n * (1 + len(p.phase_tables) + len(p.vid_targets)) * (
+                          p.V if self.std else 1)
                       + (len(p.on_path[0]) // n if p.on_path else 0)
                       + (2 * n * (p.decide["bits"] + 1) + 1 if p.decide else 0))
         self.chunk = max(1, OF_CHUNK_ROWS // per_switch)
@@ -219,6 +225,20 @@ class _OfText:
         def put(sw, fmt, *cols):
             blocks.append((sw, fmt, cols))
 
+        V = p.V
+
+        def to_port(sw, kind, leave, *cols):
+            """A forwarding block; in the standard profile each row once per VC, the VC in
+            the metadata (of.vc_in_metadata)."""
+            if not self.std:
+                put(sw, np.where(leave, f[kind, True], f[kind, False]), *cols)
+                return
+            v = np.tile(np.arange(V), len(sw))
+            put(np.repeat(sw, V), np.repeat(np.where(leave, f[kind + "_vc", True],
+                                                     f[kind + "_vc", False]), V),
+                *[np.repeat(c, V) for c in cols[:-1]], v,
+                np.repeat(cols[-1], V) | v << of.VC_SHIFT)
+
         # 0 ingress
         put(hsw, f["to_host"], h, hport)
         put(hsw, f["tag"], hport)
@@ -260,13 +280,11 @@ class _OfText:
             s += u0
             j = maj[s, g]
             lv = leave[s, j] if leave is not None else np.zeros(len(s), dtype=bool)
-            put(s, np.where(lv, f["to_group", True], f["to_group", False]), np.full(len(s), vid),
-                self.grp_str + g, pn[s] + j)
+            to_port(s, "to_group", lv, np.full(len(s), vid), self.grp_str + g, pn[s] + j)
             s, d = er[split[u0]:split[u1]], ec[split[u0]:split[u1]]
             j = table[s, d].astype(np.int64)
             lv = leave[s, j] if leave is not None else np.zeros(len(s), dtype=bool)
-            put(s, np.where(lv, f["to_switch", True], f["to_switch", False]),
-                np.full(len(s), vid), self.sw_str + d, pn[s] + j)
+            to_port(s, "to_switch", lv, np.full(len(s), vid), self.sw_str + d, pn[s] + j)
         for c in p.vid_targets:
             if c.inter == "switch-3h":
                 s = np.repeat(sws, [len(b) for b in bk[c.name]])
@@ -280,15 +298,21 @@ class _OfText:
             j = ts.tables[c.table0][s, t].astype(np.int64)
             lv = (np.ones(len(s), dtype=bool) if c.exit == "first_hop" else
                   ts.exit_port[s, j] if c.exit == "port" else np.zeros(len(s), dtype=bool))
-            put(s, np.where(lv, f["to_target", True], f["to_target", False]), 1 + t, pn[s] + j)
+            to_port(s, "to_target", lv, 1 + t, pn[s] + j)
         # 4 egress: per port and VC, the back-out entry right after (Valiant phase 0 only)
-        V, K = p.V, 2 if p.vid_targets else 1
+        K = 2 if p.vid_targets else 1
         s = np.repeat(ns, V * K)
         port = np.repeat(pn[ns] + nj, V * K)
         v = np.tile(np.repeat(np.arange(V), K), len(ns))
         nv = np.minimum(v + np.repeat(ts.vc_inc[ns, nj].astype(np.int64), V * K), V - 1)
         back = np.tile(np.arange(K), len(ns) * V) == 1
-        put(s, np.where(back, f["egress_back"], f["egress"]), port, v, nv)
+        if self.std:                        # the VC in the metadata (of.vc_in_metadata)
+            meta = port | v << of.VC_SHIFT
+            put(s, np.where(back, f["egress_back_vc"], f["egress_vc"]), np.where(back, port, meta),
+                np.where(back, meta, v),
+                np.where(back, v, nv), np.where(back, nv, port))
+        else:
+            put(s, np.where(back, f["egress_back"], f["egress"]), port, v, nv)
         return blocks, choice, buckets
 
     def _decisions(self, sws: np.ndarray) -> tuple:
