@@ -212,3 +212,22 @@ def test_tables_records_the_profile_and_verify_proves_it(tmp_path, capsys):
                                                         f'"openflow_profile": "{other}"'))
         assert main(["verify", str(out)]) == 1
         assert "openflow" in capsys.readouterr().err
+
+
+def test_ofss_datapath_id_survives_ofdatapaths_base_12_parse(monkeypatch):
+    """ofsoftswitch13's ``ofdatapath -d`` reads its 12 digits with ``strtoll(arg, NULL, 12)``:
+    the argument fabroute gives it is the id in base 12, so that parse returns the id (a hex
+    argument would turn switch 11's id 12 = ``00000000000c`` into 0, which it refuses)."""
+    from emulation.mininet import ofss
+    from tablegen.errors import RunFailed
+
+    for d in (1, 11, 12, 50, 0xABCDEF, ofss.MAX_DPID):
+        arg = ofss.dpid_arg(d)
+        assert len(arg) == 12 and set(arg) <= set("0123456789ab")
+        assert int(arg, 12) == d
+    assert f"{12:012x}"[-1] not in "0123456789ab"     # what strtoll(…, 12) stops at
+    for bad in (0, ofss.MAX_DPID + 1):
+        with pytest.raises(RunFailed, match="base 12"):
+            ofss.dpid_arg(bad)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert "ofdatapath" in ofss.available() and "ofsoftswitch13" in ofss.available()

@@ -46,7 +46,7 @@ from tablegen.errors import BadInput
 from tablegen.limits import DRAIN_S
 
 HOLD_S = 300          # a held rewiring update flips after this long without a resume
-from tablegen.exports.openflow import T_DECIDE
+from tablegen.exports.openflow import T_DECIDE, T_EGRESS
 
 
 class FabrouteApp(app_manager.OSKenApp):
@@ -238,12 +238,14 @@ class FabrouteApp(app_manager.OSKenApp):
 
     # -- read / compare / repair ---------------------------------------------------------------
     def _read(self, dp):
-        """Read the flow and group tables."""
+        """Read the flow and group tables, a request per pipeline table (ofsoftswitch13 puts
+        a reply in one message, whose 16-bit length wraps past 64 KiB; no goto reaches others)."""
         p, o = dp.ofproto_parser, dp.ofproto
-        self._reads[dp.id] = {"flows": [], "groups": [], "dsts": None, "left": 1,
+        self._reads[dp.id] = {"flows": [], "groups": [], "dsts": None, "left": T_EGRESS + 1,
                               "pending": {"flows", "groups"}}
-        dp.send_msg(p.OFPFlowStatsRequest(dp, 0, o.OFPTT_ALL, o.OFPP_ANY, o.OFPG_ANY, 0, 0,
-                                          p.OFPMatch()))
+        for t in range(T_EGRESS + 1):
+            dp.send_msg(p.OFPFlowStatsRequest(dp, 0, t, o.OFPP_ANY, o.OFPG_ANY, 0, 0,
+                                              p.OFPMatch()))
         dp.send_msg(p.OFPGroupDescStatsRequest(dp, 0))
 
     def _read_decisions(self, dp, dsts: list):
