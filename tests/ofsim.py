@@ -136,7 +136,9 @@ def run_actions(sw: Switch, actions, pkt, pick, outputs, table=None):
                 assert int(val) & 0x1000, "OpenFlow 1.3 needs OFPVID_PRESENT"
                 pkt["vlan"][0] = int(val) & 0xFFF
                 if table == CHOICE_TABLE:
-                    pkt["chosen"].append(pkt["vlan"][0] - 1)
+                    # phase-0 target t is VID 1 + t (+ 1 in the standard profile, which
+                    # uses no VID 0: Plan.vid_base)
+                    pkt["chosen"].append(pkt["vlan"][0] - 1 - pkt.get("vid_base", 0))
             else:
                 assert field == "vlan_pcp"
                 pkt["vlan"][1] = int(val)

@@ -310,6 +310,7 @@ def simulate_all(ts, out: Path):
     assert macs == host_macs(topo).tolist()
     ht = topo.host_table()
     ingress = man["ingress"]
+    vid_base = of.plan(ts, profile=man["profile"]).vid_base if "profile" in man else 0
     cls = ts.cls(man["choice_class"] if ingress["choice"] else ingress["class"])
     memo, walks = {}, {}
     checked = 0
@@ -324,7 +325,7 @@ def simulate_all(ts, out: Path):
             l4 = {"dl_type": 0x0800, "nw_proto": 17, "tp_src": 49152 + choice,
                   "nw_src": 0x0A000001 + hs, "nw_dst": 0x0A000001 + hd} if choice % 2 else {}
             pkt = {"in_port": ps, "vlan": None, "dst": macs[hd], "metadata": 0, "queue": None,
-                   **l4}
+                   "vid_base": vid_base, **l4}
             sw, hops, chosen = ss, [], []
             while True:
                 key = (sw, pkt["in_port"], tuple(pkt["vlan"] or ()), pkt["dst"],

@@ -152,28 +152,44 @@ def test_the_check_finds_what_the_ovs_profile_uses(routing):
     assert "masked OXM" in found         # udp_src / tcp_src slots
 
 
+def shifted(flows, base: int) -> list:
+    """``flows`` with every VID they match exactly or write raised by ``base``."""
+    def v(x):
+        return x + base if isinstance(x, int) and x & of.OFPVID_PRESENT else x
+
+    return [of.Flow(f.table, f.priority,
+                    tuple((k, v(x)) if k == "vlan_vid" else (k, x) for k, x in f.match),
+                    tuple(a[:2] + (v(a[2]),) if a[:2] == ("set_field", "vlan_vid") else a
+                          for a in f.actions)) for f in flows]
+
+
 @pytest.mark.parametrize("routing", ROUTINGS)
 def test_standard_profile_keeps_targets_vcs_and_classes(routing):
     """The profiles differ only in how the source choice and UGAL-L's split read a packet
-    and where the egress table reads the VC: the same phase-0 targets (with the same slot
-    weights), the same phase-exit entries, the same forwarding and egress entries but for
-    the VC carried in the metadata (``vc_in_metadata``: so the same paths and VCs), no
-    group, and no ``vlan_pcp`` match without an exact ``vlan_vid`` beside it."""
+    and where the egress table reads the VC, with every VID one higher: the same phase-0
+    targets (with the same slot weights), the same phase-exit entries, the same forwarding
+    and egress entries but for the VC carried in the metadata (``vc_in_metadata``: so the
+    same paths and VCs), no group, no ``vlan_pcp`` match without an exact ``vlan_vid``
+    beside it, and VID 0 neither matched nor written."""
     ts = tables(routing)
     po, ps = of.plan(ts), of.plan(ts, profile="standard")
+    assert (po.vid_base, ps.vid_base) == (0, 1)
     for u in (0, 17, 49):
         a, b = of.program(po, u), of.program(ps, u)
-        assert of.vc_in_metadata([f for f in a.flows if f.table > of.T_CHOICE], po.V) == \
+        a_flows = shifted(a.flows, ps.vid_base)
+        assert of.vc_in_metadata([f for f in a_flows if f.table > of.T_CHOICE], po.V) == \
             [f for f in b.flows if f.table > of.T_CHOICE]
         assert not b.groups
         for f in b.flows:
             m = dict(f.match)
             assert "vlan_pcp" not in m or isinstance(m.get("vlan_vid"), int), f
+            assert m.get("vlan_vid") != of.OFPVID_PRESENT, f
+            assert ("set_field", "vlan_vid", of.OFPVID_PRESENT) not in f.actions, f
         fwd = [f for f in a.flows if f.table == of.T_FWD and f.priority < 400]
         assert len([f for f in b.flows if f.table == of.T_FWD and f.priority < 400]) == \
             po.V * len(fwd)
         if po.choice is None:
-            assert of.vc_in_metadata(list(a.flows), po.V) == list(b.flows)
+            assert of.vc_in_metadata(a_flows, po.V) == list(b.flows)
             continue
 
         def slots(prog, field):
@@ -181,10 +197,11 @@ def test_standard_profile_keeps_targets_vcs_and_classes(routing):
                           for f in prog.flows if f.table == of.T_CHOICE
                           and field in dict(f.match) for v in [dict(f.match)[field][0]])
         udp, ip = slots(a, "udp_src"), slots(b, "ipv4_dst")
-        assert [acts for _, acts in udp] == [acts for _, acts in ip]
+        assert [shifted([of.Flow(0, 0, (), acts)], 1)[0].actions for _, acts in udp] == \
+            [acts for _, acts in ip]
         targets = {t for t, _ in of.buckets(ps, u, ps.choice)}
         assert {x[2] for f in b.flows if f.table == of.T_CHOICE for x in f.actions
-                if x[:2] == ("set_field", "vlan_vid")} == {of.OFPVID_PRESENT | (1 + t)
+                if x[:2] == ("set_field", "vlan_vid")} == {of.OFPVID_PRESENT | (2 + t)
                                                            for t in targets}
 
 

@@ -81,8 +81,9 @@ class PathResult:
         return len(self.measured["ports"])
 
 
-def target_of_probe(prog, udp_src: int, ipv4_dst: str) -> int | None:
-    """The phase-0 target (VID ``1 + t``) that the source-choice table of ``prog`` assigns to
+def target_of_probe(prog, udp_src: int, ipv4_dst: str, vid_base: int = 0) -> int | None:
+    """The phase-0 target (VID ``vid_base + 1 + t``: ``Plan.vid_base`` of the program's
+    profile) that the source-choice table of ``prog`` assigns to
     a UDP probe from ``udp_src`` to ``ipv4_dst`` (dotted): the highest-priority entry whose
     L4 source port or IPv4 destination bits it matches; ``None`` when that entry writes no
     target (Open vSwitch's SELECT group) or the program has no source choice."""
@@ -98,7 +99,7 @@ def target_of_probe(prog, udp_src: int, ipv4_dst: str) -> int | None:
         else:
             hit = "tcp_src" not in m
         if hit:
-            return next(((a[2] & ~OFPVID_PRESENT) - 1 for a in f.actions
+            return next(((a[2] & ~OFPVID_PRESENT) - 1 - vid_base for a in f.actions
                          if a[:2] == ("set_field", "vlan_vid")), None)
     return None
 
@@ -281,7 +282,7 @@ class PathChecker:
             udp_src = self.udp_src_for(s0, target)
         if udp_src is None:
             udp_src = 49152
-        tgt = (target_of_probe(prog, udp_src, self.fnet.ip[dst])
+        tgt = (target_of_probe(prog, udp_src, self.fnet.ip[dst], self.plan.vid_base)
                if self.choice is not None else None)
         delivered, d = self.footprint(src, dst, udp_src)
         expected = None

@@ -255,6 +255,10 @@ class Plan:
     ff: dict | None = None      # fast failover: cables with backups, and per switch the
                                 # backup of each entry: {"cables", "at": {u: ({d: b}, {G: b})}}
     profile: str = "ovs"        # one of PROFILES
+    #: added to every VID the program writes or matches: 1 in the ``standard`` profile, which
+    #: uses no VID 0 (802.1Q's priority tag; ofsoftswitch13 reads an exact match on it as
+    #: "any VID")
+    vid_base: int = 0
 
 
 def decision_layout(ts: TableSet, choice: PathClass | None, split_bits: int,
@@ -320,9 +324,10 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False
     if to_target and to_dst:
         raise NotExpressible(f"{ts.routing}: mixes DSN-F style and Valiant phase 0; their "
                              "VIDs would collide")
-    top_vid = 1
+    base = 1 if profile == "standard" else 0
+    top_vid = 1 + base
     for c in to_target:
-        top = 1 + (G - 1 if c.target0 == "group" else n - 1)
+        top = 1 + base + (G - 1 if c.target0 == "group" else n - 1)
         if top > MAX_VID:
             raise NotExpressible(f"{ts.routing} on {topo.name()}: class {c.name} needs VID "
                                  f"{top}; VLAN IDs end at {MAX_VID}")
@@ -353,7 +358,7 @@ def plan(ts: TableSet, split_bits: int = SPLIT_BITS, fast_failover: bool = False
     return Plan(ts, V, ingress, choice, [0] + ([1] if to_dst else []), hmac, smac,
                 mac_str(gmac),
                 phase_tables, to_target, on_path, decide, top_vid < VERSION_BIT,
-                _ff_entries(ts, phase_tables, grp) if fast_failover else None, profile)
+                _ff_entries(ts, phase_tables, grp) if fast_failover else None, profile, base)
 
 
 def _ff_entries(ts: TableSet, phase_tables, grp: np.ndarray) -> dict:
@@ -552,6 +557,9 @@ def _program(p: Plan, u: int, shares=None) -> Program:
     flows: list[Flow] = []
     add = flows.append
 
+    def vlan(v):                                  # the OpenFlow value of VID v
+        return _vid(v + p.vid_base)
+
     # 0 ingress
     for e in range(hs):
         add(Flow(T_INGRESS, 200, (("vlan_vid", 0), ("eth_dst", p.host_mac[off + e])),
@@ -560,7 +568,7 @@ def _program(p: Plan, u: int, shares=None) -> Program:
     if p.ingress["choice"]:
         then = (("goto_table", T_CHOICE),)
     else:
-        then = (("set_field", "vlan_vid", _vid(p.ingress["vid"])),
+        then = (("set_field", "vlan_vid", vlan(p.ingress["vid"])),
                 ("goto_table", T_ARRIVE if p.decide is None else T_DECIDE))
     for e in range(hs):
         add(Flow(T_INGRESS, 100, (("in_port", e + 1),), tag + then))
@@ -583,8 +591,8 @@ def _program(p: Plan, u: int, shares=None) -> Program:
         for slot, b in enumerate(owner):
             add(Flow(T_CHOICE, 100, (TAGGED, ("eth_type", ETH_IPV4),
                                      ("ipv4_dst", (ip_str(slot), mask))),
-                     (("set_field", "vlan_vid", _vid(1 + bk[b][0])), pcp, ("goto_table", T_ARRIVE))))
-        add(Flow(T_CHOICE, 0, (), (("set_field", "vlan_vid", _vid(1 + bk[0][0])), pcp,
+                     (("set_field", "vlan_vid", vlan(1 + bk[b][0])), pcp, ("goto_table", T_ARRIVE))))
+        add(Flow(T_CHOICE, 0, (), (("set_field", "vlan_vid", vlan(1 + bk[0][0])), pcp,
                                    ("goto_table", T_ARRIVE))))
     elif p.choice is not None:
         # the L4 source port's low bits pick the bucket (OVS's OpenFlow 1.3 SELECT groups
@@ -597,10 +605,10 @@ def _program(p: Plan, u: int, shares=None) -> Program:
             for slot, b in enumerate(owner):
                 add(Flow(T_CHOICE, 100, (TAGGED, ("eth_type", ETH_IPV4), ("ip_proto", proto),
                                          (field, (slot, mask))),
-                         (("set_field", "vlan_vid", _vid(1 + bk[b][0])), pcp,
+                         (("set_field", "vlan_vid", vlan(1 + bk[b][0])), pcp,
                           ("goto_table", T_ARRIVE))))
         add(Flow(T_CHOICE, 0, (), (("group", 1),)))
-        groups.append(Group(1, tuple((w, (("set_field", "vlan_vid", _vid(1 + t)),
+        groups.append(Group(1, tuple((w, (("set_field", "vlan_vid", vlan(1 + t)),
                                            ("set_field", "vlan_pcp", c.vc_base),
                                            ("resubmit", T_ARRIVE))) for t, w in bk),
                             note=f"class {c.name}, weight = phase-0 targets behind the bucket"))
@@ -609,26 +617,26 @@ def _program(p: Plan, u: int, shares=None) -> Program:
     for c in p.vid_targets:
         if c.exit in ("reach", "on_path"):
             here = u if c.target0 == "switch" else int(grp[u])
-            add(Flow(T_ARRIVE, 200, (("vlan_vid", _vid(1 + here)),),
-                     (("set_field", "vlan_vid", _vid(0)), ("goto_table", T_FWD))))
+            add(Flow(T_ARRIVE, 200, (("vlan_vid", vlan(1 + here)),),
+                     (("set_field", "vlan_vid", vlan(0)), ("goto_table", T_FWD))))
         if c.exit == "on_path" and p.on_path is not None:
             ou, oi, od = p.on_path
             lo, hi = np.searchsorted(ou, [u, u + 1])
             for i, d in zip(oi[lo:hi].tolist(), od[lo:hi].tolist()):
                 if i != u:
-                    add(Flow(T_ARRIVE, 300, (("vlan_vid", _vid(1 + i)),
+                    add(Flow(T_ARRIVE, 300, (("vlan_vid", vlan(1 + i)),
                                              ("eth_dst", (p.sw_prefix[d], SWITCH_MASK))),
-                             (("set_field", "vlan_vid", _vid(0)), ("goto_table", T_FWD))))
+                             (("set_field", "vlan_vid", vlan(0)), ("goto_table", T_FWD))))
     add(Flow(T_ARRIVE, 0, (), (("goto_table", T_FWD),)))
 
     # 4 forwarding
     for vid in p.deliver_vids:
         for e in range(hs):
-            add(Flow(T_FWD, 400, (("vlan_vid", _vid(vid)), ("eth_dst", p.host_mac[off + e])),
+            add(Flow(T_FWD, 400, (("vlan_vid", vlan(vid)), ("eth_dst", p.host_mac[off + e])),
                      (("pop_vlan",), ("output", e + 1))))
 
     def fwd(prio, match, leave, port, backup=None):
-        acts = (("set_field", "vlan_vid", _vid(0)),) if leave else ()
+        acts = (("set_field", "vlan_vid", vlan(0)),) if leave else ()
         if backup is not None:          # egress by the FAST_FAILOVER group of (port, backup)
             port |= (pn + backup) << FF_SHIFT
             ff_used.add(port)
@@ -640,11 +648,11 @@ def _program(p: Plan, u: int, shares=None) -> Program:
     for vid, use, maj, er, ec, split, table, leave in p.phase_tables:
         gs = np.flatnonzero(use[u])
         for G, j in zip(gs.tolist(), maj[u, gs].tolist()):
-            fwd(200, (("vlan_vid", _vid(vid)), ("eth_dst", (p.grp_prefix[G], GROUP_MASK))),
+            fwd(200, (("vlan_vid", vlan(vid)), ("eth_dst", (p.grp_prefix[G], GROUP_MASK))),
                 bool(leave is not None and leave[u, j]), pn + j, ff_grp.get(G))
         ds = ec[split[u]:split[u + 1]]
         for d, j in zip(ds.tolist(), table[u, ds].tolist()):
-            fwd(300, (("vlan_vid", _vid(vid)), ("eth_dst", (p.sw_prefix[d], SWITCH_MASK))),
+            fwd(300, (("vlan_vid", vlan(vid)), ("eth_dst", (p.sw_prefix[d], SWITCH_MASK))),
                 bool(leave is not None and leave[u, j]), pn + j, ff_sw.get(d))
     for c in p.vid_targets:
         t0 = ts.tables[c.table0][u]
@@ -657,7 +665,7 @@ def _program(p: Plan, u: int, shares=None) -> Program:
         for t in targets:
             j = int(t0[t])
             leave = c.exit == "first_hop" or (c.exit == "port" and bool(ts.exit_port[u, j]))
-            fwd(100, (("vlan_vid", _vid(1 + t)),), leave, pn + j)
+            fwd(100, (("vlan_vid", vlan(1 + t)),), leave, pn + j)
 
     # 5 egress: queue = this hop's VC, PCP = the next hop's
     def leave_on(j, v):

@@ -70,6 +70,7 @@ class _OfText:
                   "t_arrive": of.T_ARRIVE,
                   "t_tagged": of.T_ARRIVE if p.decide is None else of.T_DECIDE,
                   "t_fwd": of.T_FWD, "t_egress": of.T_EGRESS, "versions": p.versions,
+                  "vid0": of.OFPVID_PRESENT | p.vid_base,
                   # tagged frames (of program version 0: of.versioned)
                   "tagged": "vlan_tci=0x1000/0x%04x" % (of.OFPVID_PRESENT | (
                       of.VERSION_BIT if p.versions else 0))}
@@ -83,7 +84,7 @@ class _OfText:
         self.f = {
             "to_host": add(m.to_host(a, b), [T, D]),
             "tag": add(m.tag(a, ing["pcp"], None if ing["choice"] else
-                             of.OFPVID_PRESENT | ing["vid"]), [D]),
+                             of.OFPVID_PRESENT | (ing["vid"] + p.vid_base)), [D]),
             "from_switch": add(m.from_switch(a), [D]),
             "choice_group": add(m.choice_group(), []),
             "choice_default": add(m.choice_default(a, cpcp), [D]),
@@ -221,6 +222,7 @@ class _OfText:
         ns, nj = np.nonzero(topo.adj[u0:u1] >= 0)
         ns += u0
         blocks, buckets = [], []
+        vb = p.vid_base                               # added to every VID (Plan.vid_base)
 
         def put(sw, fmt, *cols):
             blocks.append((sw, fmt, cols))
@@ -256,35 +258,36 @@ class _OfText:
             choice, (t, w) = self._choice(bk[p.choice.name])
             if self.std:
                 first = np.array([x[0] for x in t])        # non-IPv4 takes the first target
-                put(sws, f["choice_default"], of.OFPVID_PRESENT | (1 + first))
+                put(sws, f["choice_default"], of.OFPVID_PRESENT | (1 + vb + first))
             else:
                 put(sws, f["choice_group"])
                 buckets.append((np.repeat(sws, [len(x) for x in t]), f["bucket"],
-                                (np.concatenate(w), of.OFPVID_PRESENT | (1 + np.concatenate(t)))))
+                                (np.concatenate(w),
+                                 of.OFPVID_PRESENT | (1 + vb + np.concatenate(t)))))
         # 2 phase exit
         for c in p.vid_targets:
             if c.exit in ("reach", "on_path"):
-                put(sws, f["arrive"], 1 + (sws if c.target0 == "switch" else grp[sws]))
+                put(sws, f["arrive"], 1 + vb + (sws if c.target0 == "switch" else grp[sws]))
             if c.exit == "on_path" and p.on_path is not None:
                 ou, oi, od = p.on_path
                 lo, hi = np.searchsorted(ou, [u0, u1])
                 keep = oi[lo:hi] != ou[lo:hi]
-                put(ou[lo:hi][keep].astype(np.int64), f["on_path"], 1 + oi[lo:hi][keep],
+                put(ou[lo:hi][keep].astype(np.int64), f["on_path"], 1 + vb + oi[lo:hi][keep],
                     self.sw_str + od[lo:hi][keep])
         put(sws, f["arrive_miss"])
         # 3 forwarding
         for vid in p.deliver_vids:
-            put(hsw, f["deliver"], np.full(len(h), vid), h, hport)
+            put(hsw, f["deliver"], np.full(len(h), vid + vb), h, hport)
         for vid, use, maj, er, ec, split, table, leave in p.phase_tables:
             s, g = np.nonzero(use[u0:u1])
             s += u0
             j = maj[s, g]
             lv = leave[s, j] if leave is not None else np.zeros(len(s), dtype=bool)
-            to_port(s, "to_group", lv, np.full(len(s), vid), self.grp_str + g, pn[s] + j)
+            to_port(s, "to_group", lv, np.full(len(s), vid + vb), self.grp_str + g, pn[s] + j)
             s, d = er[split[u0]:split[u1]], ec[split[u0]:split[u1]]
             j = table[s, d].astype(np.int64)
             lv = leave[s, j] if leave is not None else np.zeros(len(s), dtype=bool)
-            to_port(s, "to_switch", lv, np.full(len(s), vid), self.sw_str + d, pn[s] + j)
+            to_port(s, "to_switch", lv, np.full(len(s), vid + vb), self.sw_str + d, pn[s] + j)
         for c in p.vid_targets:
             if c.inter == "switch-3h":
                 s = np.repeat(sws, [len(b) for b in bk[c.name]])
@@ -298,7 +301,7 @@ class _OfText:
             j = ts.tables[c.table0][s, t].astype(np.int64)
             lv = (np.ones(len(s), dtype=bool) if c.exit == "first_hop" else
                   ts.exit_port[s, j] if c.exit == "port" else np.zeros(len(s), dtype=bool))
-            to_port(s, "to_target", lv, 1 + t, pn[s] + j)
+            to_port(s, "to_target", lv, 1 + vb + t, pn[s] + j)
         # 4 egress: per port and VC, the back-out entry right after (Valiant phase 0 only)
         K = 2 if p.vid_targets else 1
         s = np.repeat(ns, V * K)
@@ -347,7 +350,8 @@ class _OfText:
                 self._slots[key] = bits, np.array(owner, dtype=np.int64)
             owner = self._slots[key][1]
             t = np.stack([tw[i][:, 0] for i in members])
-            vid = np.tile(of.OFPVID_PRESENT | (1 + t[:, owner]), 1 if self.std else 2)
+            vid = np.tile(of.OFPVID_PRESENT | (1 + self.p.vid_base + t[:, owner]),
+                          1 if self.std else 2)
             for k, i in enumerate(members):
                 choice[i] = key, vid[k]
         return choice, ([x[:, 0] for x in tw], [x[:, 1] for x in tw])
