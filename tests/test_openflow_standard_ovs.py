@@ -8,8 +8,9 @@ source choice gives them (``emulation/mininet/pathcheck.py``).
 
 The same on a strict OpenFlow 1.3 switch, CPqD's ofsoftswitch13 (``datapath="ofss"``,
 :mod:`emulation.mininet.ofss`), with no OpenFlow error from any switch; skipped when its
-``ofdatapath``/``ofprotocol``/``dpctl`` are not on ``PATH`` (CI cannot build it: see
-docs/openflow.md, *Profiles*)."""
+``ofdatapath``/``ofprotocol``/``dpctl`` are not on ``PATH`` (CI cannot build it; the build
+and the two ofsoftswitch13 bug fixes it needs: docs/openflow.md, *On a strict OpenFlow 1.3
+switch*)."""
 
 from __future__ import annotations
 
