@@ -5,9 +5,9 @@ Exit 0 when the fabric matches, 1 when it differs, 2 on bad input (docs/real-fab
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from tablegen.errors import BadInput
+from tablegen.exports.outdir import check_out_file
 
 from tablegen.output import json_option
 
@@ -31,9 +31,11 @@ def _cmd_reconcile(args) -> int:
     from tablegen.fabrics.match import match, put_right
     from tablegen.fabrics.read import load_fabric
 
-    if args.put_right and not Path(args.put_right).parent.is_dir():
-        raise BadInput(f"--put-right {args.put_right}: no directory "
-                       f"{Path(args.put_right).parent}; expected a file in an existing one")
+    if args.put_right:
+        out = check_out_file(args.put_right, "--put-right")
+        if not out.parent.is_dir():
+            raise BadInput(f"--put-right {out}: no directory {out.parent}; expected a file "
+                           "in an existing directory")
     fabric = load_fabric(args.fabric)
     topo = topology_of(args.spec)
     result = match(fabric, topo)

@@ -72,7 +72,8 @@ BAD_OUTPUTS = ["/proc/fabroute-x/y", LONG, "afile/sub", "", f"{'d/' * 3}{LONG}"]
 BAD_INPUTS = ["no-such-path", "afile", "emptydir", "/proc/fabroute-x", LONG, ""]
 BAD_TEXT = ["", "zz", "1_3", "?,?", LONG, "a:b:c", "-1"]
 
-OUTPUT_DESTS = {"out", "log", "status", "decisions", "store", "control", "install"}
+OUTPUT_DESTS = {"out", "log", "status", "decisions", "store", "control", "install", "discover",
+                "put_right", "fabric_out"}
 INPUT_DESTS = {"dir", "dir_a", "dir_b", "old", "new", "tls", "experiment", "config", "socket"}
 #: free-text options with the values a user could mean that are valid (so not "bad")
 TEXT_OK = {

@@ -48,6 +48,7 @@ import numpy as np
 from emulation.ibsim import apply as ib
 from emulation.ibsim.discover import ibnetdiscover
 from tablegen.errors import BadInput, RunFailed
+from tablegen.exports.outdir import check_out_file
 from tablegen.exports.infiniband.limits import MAX_UNICAST_LID, NO_PORT
 from tablegen.exports.infiniband.read import IbFiles, LftTable, load_ib_files
 from tablegen.limits import paths_option
@@ -497,9 +498,11 @@ def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX
     right, for ``fabroute reconcile``)."""
     if trigger not in ("hup", "trap"):
         raise BadInput(f"trigger {trigger!r}; expected hup or trap")
-    if discover is not None and not Path(discover).parent.is_dir():
-        raise BadInput(f"--discover {discover}: no directory {Path(discover).parent}; "
-                       "expected a file in an existing directory")
+    if discover is not None:
+        discover = check_out_file(discover, "--discover")
+        if not discover.parent.is_dir():
+            raise BadInput(f"--discover {discover}: no directory {discover.parent}; expected "
+                           "a file in an existing directory")
     t0 = time.perf_counter()
     old, new = load_ib_files(old_dir), load_ib_files(new_dir)
     diff = fabric_diff(old, new)
@@ -628,7 +631,7 @@ def add_ib_update_parser(ib_sub) -> None:
     sp.add_argument("--trigger", choices=("hup", "trap"), default="hup",
                     help="hup (default): cable, replace the files, kill -HUP; trap: replace the "
                          "files, cable, and let OpenSM sweep on the link-state traps")
-    sp.add_argument("--discover", metavar="FILE", type=Path,
+    sp.add_argument("--discover", metavar="FILE",
                     help="write what ibnetdiscover prints from the running subnet right after "
                          "the cabling to FILE (for fabroute reconcile)")
     sp.add_argument("--json", action="store_true", help="print the report as JSON (for "
