@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tablegen.errors import BadInput
 from tablegen.exports.outdir import check_out_file
-
 from tablegen.output import json_option
 
 
@@ -32,10 +30,7 @@ def _cmd_reconcile(args) -> int:
     from tablegen.fabrics.read import load_fabric
 
     if args.put_right:
-        out = check_out_file(args.put_right, "--put-right")
-        if not out.parent.is_dir():
-            raise BadInput(f"--put-right {out}: no directory {out.parent}; expected a file "
-                           "in an existing directory")
+        check_out_file(args.put_right, "--put-right", in_dir=True)
     fabric = load_fabric(args.fabric)
     topo = topology_of(args.spec)
     result = match(fabric, topo)

@@ -489,10 +489,11 @@ class FabrouteApp(app_manager.OSKenApp):
             t_start = time.monotonic()
             for ph in phases:
                 t0 = time.monotonic()
-                late = self._send_phase(ph, {old.dpid_of(u): st for u, st in live.items()})
+                late, sent_s = self._send_phase(ph, {old.dpid_of(u): st
+                                                     for u, st in live.items()})
                 rep["phases"].append({"name": ph.name, "messages": ph.count(),
                                       "switches": len(ph.msgs), "unanswered": late,
-                                      "sent_s": round(self._sent_s, 4),
+                                      "sent_s": round(sent_s, 4),
                                       "started_s": round(t0 - t_start, 4),
                                       "seconds": round(time.monotonic() - t0, 4)})
                 rep["t_last_flow_mod"] = time.time()
@@ -529,9 +530,10 @@ class FabrouteApp(app_manager.OSKenApp):
         self.logger.warning("update done: %s", json.dumps(rep))
         return rep
 
-    def _send_phase(self, ph, states: dict) -> int:
+    def _send_phase(self, ph, states: dict) -> tuple[int, float]:
         """Send each switch its messages of phase ``ph`` and a barrier; wait for every
-        barrier reply (10 s at most).  Returns how many did not come."""
+        barrier reply (10 s at most).  Returns how many did not come, and the seconds the
+        sending took."""
         events = []
         t0 = time.monotonic()
         for d, msgs in ph.msgs.items():
@@ -554,13 +556,13 @@ class FabrouteApp(app_manager.OSKenApp):
             dp.send_msg(barrier)
             self._waits[dp.id] = (barrier.xid, ev)
             events.append(ev)
-        self._sent_s = time.monotonic() - t0
+        sent_s = time.monotonic() - t0
         deadline = time.monotonic() + 10
         late = 0
         for ev in events:
             if not ev.wait(max(0.0, deadline - time.monotonic())):
                 late += 1
-        return late
+        return late, sent_s
 
     def _prepare_loop(self):
         """Make repairs ready (:class:`~controller.openflow.prepared.Prepared`) whenever the
@@ -570,10 +572,8 @@ class FabrouteApp(app_manager.OSKenApp):
         while True:
             hub.sleep(PREPARE_IDLE_S)
             fab = self.fabric
-            states = [st.state for st in fab.switches.values()]
-            live = [st.switch for st in fab.switches.values()]
-            if (self._updating or not states
-                    or any(s != "verified" for s in states)
+            live = [st.switch for st in fab.switches.values() if st.state == "verified"]
+            if (self._updating or not live or len(live) < len(fab.switches)
                     or not self.prepared.stale(fab, live)):
                 continue
             for _ in self.prepared.work(fab, self._links, live):

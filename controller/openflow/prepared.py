@@ -12,8 +12,10 @@ are one of those sends them as they are (one write per switch per phase).
 Plain code, no socket: :meth:`Prepared.work` is a generator that does one switch of one
 cable per step, so the os-ken app runs it in a green thread and yields between steps (a port
 event is never kept waiting for more than a step).  The repairs hold for the fabric they were
-made from (the same :class:`~controller.openflow.fabric.Fabric` object: any update, decision
-or reconnect makes a new basis) and for its verified switches.
+made from (the same :class:`~controller.openflow.fabric.Fabric` object: any update or
+reconnect makes a new basis) and for its verified switches.  UGAL-L's decision rounds do
+not: its decision entries belong to no program version, so a repair neither sends them nor
+depends on them.
 
 Bound: at most ``budget`` bytes of serialised messages (Slim Fly q = 5 MIN: about 0.45 MB a
 cable, 175 cables); candidates beyond it are left to the ordinary path and counted.  Cost per
@@ -44,7 +46,6 @@ _DP = SimpleNamespace(ofproto=msg.ofp, ofproto_parser=msg.parser)
 class Ready:
     """One prepared repair: the update and its first phases, serialised per datapath id."""
 
-    failed: frozenset
     update: Update
     phases: list[Phase]
     size: int = 0
@@ -131,7 +132,7 @@ class Prepared:
                 break
             # the new fabric's caches are rebuilt for the read-back; keep only the bytes
             upd.new.forget()
-            self.ready[frozenset(failed)] = Ready(frozenset(failed), upd, [install, flip], size)
+            self.ready[frozenset(failed)] = Ready(upd, [install, flip], size)
             self.size += size
         self.complete = True
 

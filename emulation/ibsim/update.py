@@ -499,10 +499,7 @@ def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX
     if trigger not in ("hup", "trap"):
         raise BadInput(f"trigger {trigger!r}; expected hup or trap")
     if discover is not None:
-        discover = check_out_file(discover, "--discover")
-        if not discover.parent.is_dir():
-            raise BadInput(f"--discover {discover}: no directory {discover.parent}; expected "
-                           "a file in an existing directory")
+        discover = check_out_file(discover, "--discover", in_dir=True)
     t0 = time.perf_counter()
     old, new = load_ib_files(old_dir), load_ib_files(new_dir)
     diff = fabric_diff(old, new)

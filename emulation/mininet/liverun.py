@@ -350,8 +350,8 @@ def _crossing(ts: TableSet, hosts, pairs) -> list[tuple[int, int]]:
 
 
 def _brief(u: dict) -> dict:
-    keys = ("ok", "prepared", "mode", "reason", "from", "to", "version", "switches", "phases", "verified",
-            "failed", "repairs")
+    keys = ("ok", "prepared", "mode", "reason", "from", "to", "version", "switches", "phases",
+            "verified", "failed", "repairs")
     out = {k: u.get(k) for k in keys}
     if u.get("t_last_flow_mod") and u.get("t_start"):
         out["seconds"] = round(u["t_last_flow_mod"] - u["t_start"], 4)

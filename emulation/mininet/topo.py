@@ -86,15 +86,14 @@ class Wiring:
         its own port numbers, the hosts' MACs, the cables built): what ``fabroute controller
         --fabric`` is given instead of learning it by LLDP."""
         macs = mac_str(host_macs(topo))
-        width = [int(topo.hosts[s]) + topo.radix for s in range(topo.n_switches)]
-        switches = {f"0x{d:016x}": {"name": switch_name(s), "ports": width[s]}
-                    for s, d in enumerate(self.dpids)}
-        hosts = {norm_id(macs[h]): {"name": host_name(h), "switch": f"0x{self.dpids[s]:016x}",
+        ids = [norm_id(d) for d in self.dpids]
+        switches = {ids[s]: {"name": switch_name(s), "ports": int(topo.hosts[s]) + topo.radix}
+                    for s in range(topo.n_switches)}
+        hosts = {norm_id(macs[h]): {"name": host_name(h), "switch": ids[s],
                                     "port": self.port(s, p)}
                  for h, s, p in topo.host_table().tolist()}
         gone = set(self.left_out)
-        cables = [((f"0x{self.dpids[a]:016x}", self.port(a, pa)),
-                   (f"0x{self.dpids[b]:016x}", self.port(b, pb)))
+        cables = [((ids[a], self.port(a, pa)), (ids[b], self.port(b, pb)))
                   for a, pa, b, pb in topo.links.tolist() if (a, pa, b, pb) not in gone]
         return Fabric("inventory", switches, hosts, cables)
 

@@ -124,10 +124,14 @@ def check_writable(path, what: str, lock: bool = False) -> Path:
     return path
 
 
-def check_out_file(path, what: str) -> Path:
+def check_out_file(path, what: str, in_dir: bool = False) -> Path:
     """:func:`check_writable` for an output file (a log, a status or results file): also
-    refuse a path that is a directory."""
+    refuse a path that is a directory; with ``in_dir``, one whose directory does not exist
+    (a file written by one rename beside it)."""
     path = check_writable(path, what)
+    if in_dir and not path.absolute().parent.is_dir():
+        raise BadInput(f"{what} {path}: no directory {path.parent}; expected a file in an "
+                       "existing directory")
     if path.is_dir():
         raise BadInput(f"{what} {path}: is a directory; expected a file path")
     if path.exists() and not os.access(path, os.W_OK):
