@@ -18,7 +18,16 @@ that may be over is at least the planned one.  Hence two phases:
    mapped neighbours are exactly the images of the switch's, with the same number of
    common neighbours as, and no more hops than, each of the first :data:`ANCHORS` mapped
    switches (fewest extra hops first, then by planned id).  With nothing changed this is
-   plain isomorphism, and the hop counts must be equal.
+   plain isomorphism, and the hop counts must be equal.  The first switch (the root) is
+   tried on one planned switch per automorphism orbit (nauty), closest hop profile first,
+   each with at most :data:`ROOT_STEPS` steps per clean switch below it.  A dead end jumps
+   back (conflict-directed backjumping) to the deepest earlier choice that ruled out one of
+   its options — for each planned switch of its kind that is no option, the earliest mapped
+   switch that took it or disagrees with it — or failed a subtree below it, not merely to
+   the last choice: in a Dragonfly the routers of a group that differ only in cables to
+   suspects fit in any order among themselves, and plain backtracking retried every such
+   order before it got back to the choice that caused the dead end (the 1K Dragonfly with
+   5 + 5 changes, seed 4: > 60 s before, 8 s with it).
 2. **suspects, with a budget**: in order of most mapped neighbours, each onto the free
    planned switch that costs fewest mismatches (fabric cables to mapped switches that are
    not planned, planned cables to mapped switches that are absent), depth first under a
@@ -28,16 +37,17 @@ that may be over is at least the planned one.  Hence two phases:
 
 A change that leaves every degree as planned (a switch that lost one cable and gained
 another; two cables with ends swapped) is not seen by the degrees.  Phase 1 then meets a
-clean switch with no option; it is retried allowing 1, 2, … such switches (up to the
-mismatch limit) to be left to phase 2, and as a last resort phase 2 runs with every switch
-a suspect.
+clean switch with no option; it is retried allowing up to the mismatch limit of such
+switches to be left to phase 2, and as a last resort phase 2 runs with every switch a
+suspect.
 
 Slim Fly is vertex-transitive, so many maps are equally right; this one is deterministic:
 the clean switch with the smallest index goes to the lowest planned switch that fits.
 
 Cost: all-pairs hop distances and common-neighbour counts of both cablings, four S×S int16
 matrices (S = 4,096: 128 MiB), then per step O(d²) for degree d plus O(options · ANCHORS)
-for each of the (at most 64) switches compared.  At most :data:`STEPS` steps per switch per
+for each of the (at most 64) switches compared, and per dead end O(S · mapped) for its
+culprits (the hop and common-neighbour rows of every planned switch of its kind).  At most :data:`STEPS` steps per switch per
 phase; phase 1 is retried with up to ``limit`` clean switches left to phase 2, and
 :data:`CORE_MAPS` of its maps are tried each time.  Measured in benchmarks/RESULTS.md
 ("reconcile (issue 26)").
@@ -234,8 +244,9 @@ class Search:
         """The levels below ``d`` whose choices ruled out the planned switches of ``f``'s
         degree and host count that are not among its options ``opts``: for each such
         switch the earliest mapped switch it is taken by or disagrees with (adjacency;
-        common neighbours and hops with the first :data:`ANCHORS`).  A switch that fits and
-        was not an option (it cannot happen below the root) makes it ``d - 1``."""
+        common neighbours and hops with the first :data:`ANCHORS`, as in the options).
+        Should a switch that fits not be among ``opts``, the level below is blamed too
+        (``d - 1``), which is plain backtracking."""
         fa = np.array(mapped, dtype=np.int64)
         q = np.flatnonzero(self.pkind == self.fkind[f])
         if not len(fa):
