@@ -47,9 +47,9 @@ the clean switch with the smallest index goes to the lowest planned switch that 
 Cost: all-pairs hop distances and common-neighbour counts of both cablings, four S×S int16
 matrices (S = 4,096: 128 MiB), then per step O(d²) for degree d plus O(options · ANCHORS)
 for each of the (at most 64) switches compared, and per dead end O(S · mapped) for its
-culprits (the hop and common-neighbour rows of every planned switch of its kind).  At most :data:`STEPS` steps per switch per
-phase; phase 1 is retried with up to ``limit`` clean switches left to phase 2, and
-:data:`CORE_MAPS` of its maps are tried each time.  Measured in benchmarks/RESULTS.md
+culprits (the hop and common-neighbour rows of every planned switch of its kind).  At most
+:data:`STEPS` steps per switch per phase; phase 1 is retried with up to ``limit`` clean
+switches left to phase 2, and :data:`CORE_MAPS` of its maps are tried each time.  Measured in benchmarks/RESULTS.md
 ("reconcile (issue 26)").
 """
 
