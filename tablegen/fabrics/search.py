@@ -49,8 +49,8 @@ matrices (S = 4,096: 128 MiB), then per step O(d²) for degree d plus O(options 
 for each of the (at most 64) switches compared, and per dead end O(S · mapped) for its
 culprits (the hop and common-neighbour rows of every planned switch of its kind).  At most
 :data:`STEPS` steps per switch per phase; phase 1 is retried with up to ``limit`` clean
-switches left to phase 2, and :data:`CORE_MAPS` of its maps are tried each time.  Measured in benchmarks/RESULTS.md
-("reconcile (issue 26)").
+switches left to phase 2, and :data:`CORE_MAPS` of its maps are tried each time.
+Measured in benchmarks/RESULTS.md ("reconcile (issue 26)").
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ class Search:
         # switches of the same degree and host count share a kind (options need the same)
         kinds = {k: i for i, k in enumerate(sorted(set(zip(self.pdeg.tolist(),
                                                             self.phosts.tolist()))))}
-        self.pkind = np.array([kinds[k] for k in zip(self.pdeg.tolist(), self.phosts.tolist())])
+        self.pkind = np.array([kinds[k]
+                               for k in zip(self.pdeg.tolist(), self.phosts.tolist())])
         self.fkind = np.array([kinds.get(k, -1)
                                for k in zip(self.fdeg.tolist(), self.fhosts.tolist())])
         # without the cables of the switches that may be over, the fabric is part of the
