@@ -18,7 +18,16 @@ that may be over is at least the planned one.  Hence two phases:
    mapped neighbours are exactly the images of the switch's, with the same number of
    common neighbours as, and no more hops than, each of the first :data:`ANCHORS` mapped
    switches (fewest extra hops first, then by planned id).  With nothing changed this is
-   plain isomorphism, and the hop counts must be equal.
+   plain isomorphism, and the hop counts must be equal.  The first switch (the root) is
+   tried on one planned switch per automorphism orbit (nauty), closest hop profile first,
+   each with at most :data:`ROOT_STEPS` steps per clean switch below it.  A dead end jumps
+   back (conflict-directed backjumping) to the deepest earlier choice that ruled out one of
+   its options — for each planned switch of its kind that is no option, the earliest mapped
+   switch that took it or disagrees with it — or failed a subtree below it, not merely to
+   the last choice: in a Dragonfly the routers of a group that differ only in cables to
+   suspects fit in any order among themselves, and plain backtracking retried every such
+   order before it got back to the choice that caused the dead end (the 1K Dragonfly with
+   5 + 5 changes, seed 4: > 60 s before, 8 s with it).
 2. **suspects, with a budget**: in order of most mapped neighbours, each onto the free
    planned switch that costs fewest mismatches (fabric cables to mapped switches that are
    not planned, planned cables to mapped switches that are absent), depth first under a
@@ -28,24 +37,23 @@ that may be over is at least the planned one.  Hence two phases:
 
 A change that leaves every degree as planned (a switch that lost one cable and gained
 another; two cables with ends swapped) is not seen by the degrees.  Phase 1 then meets a
-clean switch with no option; it is retried allowing 1, 2, … such switches (up to the
-mismatch limit) to be left to phase 2, and as a last resort phase 2 runs with every switch
-a suspect.
+clean switch with no option; it is retried allowing up to the mismatch limit of such
+switches to be left to phase 2, and as a last resort phase 2 runs with every switch a
+suspect.
 
 Slim Fly is vertex-transitive, so many maps are equally right; this one is deterministic:
 the clean switch with the smallest index goes to the lowest planned switch that fits.
 
 Cost: all-pairs hop distances and common-neighbour counts of both cablings, four S×S int16
 matrices (S = 4,096: 128 MiB), then per step O(d²) for degree d plus O(options · ANCHORS)
-for each of the (at most 64) switches compared.  At most :data:`STEPS` steps per switch per
-phase; phase 1 is retried with up to ``limit`` clean switches left to phase 2, and
-:data:`CORE_MAPS` of its maps are tried each time.  Measured in benchmarks/RESULTS.md
-("reconcile (issue 26)").
+for each of the (at most 64) switches compared, and per dead end O(S · mapped) for its
+culprits (the hop and common-neighbour rows of every planned switch of its kind).  At most
+:data:`STEPS` steps per switch per phase; phase 1 is retried with up to ``limit`` clean
+switches left to phase 2, and :data:`CORE_MAPS` of its maps are tried each time.
+Measured in benchmarks/RESULTS.md ("reconcile (issue 26)").
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -84,6 +92,14 @@ class Search:
         self.clean[list(suspect)] = False
         self.unchanged = not odd and sum(self.fdeg) == sum(self.pdeg)
         self.fA, self.pA = _csr(fnbr), _csr(pnbr)
+        self.padj = _padded(pnbr)
+        # switches of the same degree and host count share a kind (options need the same)
+        kinds = {k: i for i, k in enumerate(sorted(set(zip(self.pdeg.tolist(),
+                                                            self.phosts.tolist()))))}
+        self.pkind = np.array([kinds[k]
+                               for k in zip(self.pdeg.tolist(), self.phosts.tolist())])
+        self.fkind = np.array([kinds.get(k, -1)
+                               for k in zip(self.fdeg.tolist(), self.fhosts.tolist())])
         # without the cables of the switches that may be over, the fabric is part of the
         # plan: its hop counts are at least the planned ones (and mostly equal)
         maybe_over = np.zeros(n, dtype=bool)
@@ -134,14 +150,14 @@ class Search:
             return
 
         def options(f):
-            if count[f]:
-                marks = Counter(q for x in fnbr[f] if m[x] >= 0 for q in pnbr[m[x]]
-                                if inv[q] < 0)
-                q = [v for v, k in marks.items() if k == count[f] == pused[v]]
+            c = count[f]
+            if c:
+                near = self.padj[m[fnbr[f]][m[fnbr[f]] >= 0]].ravel()
+                q, k = np.unique(near[near >= 0], return_counts=True)
+                q = q[(k == c) & (pused[q] == c) & (inv[q] < 0)]
             else:
-                q = np.flatnonzero((inv < 0) & (pused == 0)).tolist()
-            q = np.array([v for v in q if self.pdeg[v] == self.fdeg[f]
-                          and self.phosts[v] == self.fhosts[f]], dtype=np.int64)
+                q = np.flatnonzero((inv < 0) & (pused == 0))
+            q = q[self.pkind[q] == self.fkind[f]]
             if not len(q):
                 return []
             if not mapped:      # the root: one image per orbit, whose hop profile fits first
@@ -153,8 +169,8 @@ class Search:
             extra = self.FH[f, fa][None, :].astype(np.int32) - self.PH[np.ix_(q, pa)]
             ok = ((self.PC[np.ix_(q, pa)] == self.FC[f, fa][None, :]).all(axis=1)
                   & ((extra == 0) if self.unchanged else (extra >= 0)).all(axis=1))
-            slack = extra.sum(axis=1)
-            return [int(v) for _, v in sorted(zip(slack[ok].tolist(), q[ok].tolist()))]
+            q, slack = q[ok], extra.sum(axis=1)[ok]
+            return q[np.lexsort((q, slack))].tolist()
 
         # a clean switch with no option may be a changed one the degrees did not show: it
         # is then left to phase 2 (at most `demote` of them)
@@ -166,6 +182,11 @@ class Search:
 
         steps, budget = 0, STEPS * len(clean)
         stack = [step_for(int(clean[0]))]
+        # conflict-directed backjumping: per level, the earlier levels whose choices ruled
+        # out its options (or failed its subtrees); an exhausted level jumps back to the
+        # deepest of them, past levels whose choices had nothing to do with the dead end
+        conflicts: list[set[int]] = [set()]
+        level = np.zeros(self.n, dtype=np.int64)    # stack level of a mapped/waiting switch
         since_root = 0
         while stack:
             steps += 1
@@ -175,11 +196,7 @@ class Search:
             if since_root > ROOT_STEPS * len(clean) and len(stack) > 1:
                 # a root in the wrong orbit (Dragonfly routers are not all alike) fails only
                 # deep down: give each root image a share and move on
-                while len(stack) > 1:
-                    u = stack.pop()[0]
-                    if m[u] >= 0:
-                        _undo(u, m, inv, count, pused, mapped, fnbr, pnbr)
-                    waiting[u] = False
+                self._drop(stack, conflicts, 1, m, inv, count, pused, mapped, waiting)
             if len(stack) == 1:
                 since_root = 0
             f, opts, i = stack[-1]
@@ -187,9 +204,18 @@ class Search:
                 _undo(f, m, inv, count, pused, mapped, fnbr, pnbr)
             waiting[f] = False
             if i >= len(opts):
-                stack.pop()
+                d = len(stack) - 1
+                if not d:
+                    return
+                why = conflicts[d] | self._culprits(f, opts, d, m, inv, level, mapped)
+                if waiting.any() and -1 not in opts and not waiting[f]:
+                    why |= set(level[waiting].tolist())    # the demote cap was spent there
+                h = max(why, default=d - 1)
+                self._drop(stack, conflicts, h + 1, m, inv, count, pused, mapped, waiting)
+                conflicts[h] |= why - {h}
                 continue
             stack[-1] = (f, opts, i + 1)
+            level[f] = len(stack) - 1
             if opts[i] < 0:
                 waiting[f] = True
             else:
@@ -197,9 +223,50 @@ class Search:
             free = clean[(m[clean] < 0) & ~waiting[clean]]
             if not len(free):
                 yield m, inv, count, pused, mapped
+                # phase 2 turned this map down, for reasons the conflicts do not know:
+                # every level may be to blame, so back up one level at a time
+                for d in range(1, len(stack)):
+                    conflicts[d].add(d - 1)
                 continue
             top = free[np.argsort(-count[free], kind="stable")[:min(64, max(8, LOOK // self.n))]]
             stack.append(min((step_for(int(u)) for u in top), key=lambda e: len(e[1])))
+            conflicts.append(set())
+
+    def _drop(self, stack, conflicts, keep, m, inv, count, pused, mapped, waiting) -> None:
+        """Pops the stack down to ``keep`` levels, undoing their choices."""
+        while len(stack) > keep:
+            u = stack.pop()[0]
+            conflicts.pop()
+            if m[u] >= 0:
+                _undo(u, m, inv, count, pused, mapped, self.fnbr, self.pnbr)
+            waiting[u] = False
+
+    def _culprits(self, f, opts, d, m, inv, level, mapped) -> set[int]:
+        """The levels below ``d`` whose choices ruled out the planned switches of ``f``'s
+        degree and host count that are not among its options ``opts``: for each such
+        switch the earliest mapped switch it is taken by or disagrees with (adjacency;
+        common neighbours and hops with the first :data:`ANCHORS`, as in the options).
+        Should a switch that fits not be among ``opts``, the level below is blamed too
+        (``d - 1``), which is plain backtracking."""
+        fa = np.array(mapped, dtype=np.int64)
+        q = np.flatnonzero(self.pkind == self.fkind[f])
+        if not len(fa):
+            return set()
+        pa = m[fa]
+        ph = self.PH[np.ix_(q, pa)]
+        bad = (ph == 1) != (self.FH[f, fa] == 1)[None, :]
+        k = min(len(fa), ANCHORS)
+        extra = self.FH[f, fa[:k]][None, :].astype(np.int32) - ph[:, :k]
+        bad[:, :k] |= ((self.PC[np.ix_(q, pa[:k])] != self.FC[f, fa[:k]][None, :])
+                       | ((extra != 0) if self.unchanged else (extra < 0)))
+        never = np.iinfo(np.int64).max
+        first = np.where(bad.any(axis=1), level[fa][bad.argmax(axis=1)], never)
+        taken = inv[q] >= 0
+        first[taken] = np.minimum(first[taken], level[inv[q[taken]]])
+        why = set(first[first < never].tolist())
+        if not set(q[first == never].tolist()) <= set(opts):
+            why.add(d - 1)
+        return why
 
     def _rest(self, core, misfit_least: int, limit: int) -> np.ndarray | None:
         """The suspects mapped onto the planned switches the clean ones left (phase 2), at
@@ -295,10 +362,15 @@ def _undo(f, m, inv, count, pused, mapped, fnbr, pnbr) -> None:
 def _hops(nbr: list[list[int]], name: str) -> np.ndarray:
     """All-pairs hop distances of a cabling given as neighbour lists (255 where none),
     int16 (:func:`tablegen.topology.hop_distances`)."""
+    return hop_distances(_padded(nbr), name).astype(np.int16)
+
+
+def _padded(nbr: list[list[int]]) -> np.ndarray:
+    """Neighbour lists as one array, rows padded with -1."""
     adj = np.full((len(nbr), max(map(len, nbr), default=0)), -1, dtype=np.int64)
     for v, x in enumerate(nbr):
         adj[v, :len(x)] = x
-    return hop_distances(adj, name).astype(np.int16)
+    return adj
 
 
 def _orbit_firsts(pnbr: list[list[int]], phosts: np.ndarray) -> np.ndarray:
