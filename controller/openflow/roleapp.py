@@ -76,6 +76,10 @@ class RoleMixin:
         nxt = self.roles.replied(m.datapath.id, m.role, m.generation_id)
         if nxt is not None:
             self._ask_role(m.datapath, *nxt)
+        t = self.roles.takeover
+        if t is not None and "t_master" not in t and all(
+                self.roles.switches.get(d, ("",))[0] == "master" for d in self.fabric.switches):
+            t["t_master"] = time.time()         # every switch holds us as its master
         self._write_status()
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])

@@ -404,7 +404,7 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
               workers: int = 8, tls: tuple[str, str, str] | None = None,
               link_mbit: float | None = None,
               queue_packets: int = shaping.DEFAULT_QUEUE_PACKETS,
-              wiring=None) -> FabricNet:
+              wiring=None, standby_port: int | None = None) -> FabricNet:
     """Build and start the emulation (see the module doc); the caller must :meth:`~FabricNet.
     stop` it — use :func:`emulate`.  ``controller_port=None``: bridges without a controller
     (tables from files); otherwise a ``RemoteController`` at ``controller_ip:port`` (the
@@ -419,7 +419,9 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
     switch egress port capped at that many Mbit/s with a ``queue_packets``-packet queue
     (:mod:`emulation.mininet.shaping`; ``None``: no shaping).  ``wiring``
     (:class:`~emulation.mininet.topo.Wiring`): random datapath ids, permuted port numbers,
-    cables left out — a net that looks like a real fabric (``controller --lldp``)."""
+    cables left out — a net that looks like a real fabric (``controller --lldp``).
+    ``standby_port``: a second controller at ``controller_ip:standby_port`` on every bridge
+    (``ovs-vsctl set-controller BR tcp:…:P1 tcp:…:P2``: a master and a standby)."""
     tx_off = tcp or kernel_sockets
     tools = ["ovs-vsctl", "ovs-ofctl", "ovs-appctl", "mnexec", "ip"] + (["ethtool"] if tx_off
                                                                         else [])
@@ -454,6 +456,9 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
             fnet.tls = True
         if controller_port is not None:
             net.addController(NoCheckController("c0", ip=controller_ip, port=controller_port,
+                                                protocol="ssl" if tls else "tcp"))
+        if standby_port is not None:
+            net.addController(NoCheckController("c1", ip=controller_ip, port=standby_port,
                                                 protocol="ssl" if tls else "tcp"))
         # hosts: one shell (= network namespace) each, started in parallel
         names = [host_name(h, prefix) for h in hosts[:, 0].tolist()]
