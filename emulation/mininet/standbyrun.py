@@ -162,7 +162,9 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart) -> d
                               "switches": _role(dep).get("switches"),
                               "flow_mods": _mods(dep)},
            "controller": {"verified": after.get("verified"), "failed": after.get("failed"),
-                          "cookie": after.get("cookie")},
+                          "cookie": after.get("cookie"),
+                          "openflow_errors": sum(s["errors"] for s in
+                                                 after.get("per_switch", {}).values())},
            "ovs": counters}
     rep["ok"] = (rep["lost"] == rep["misrouted"] == rep["duplicated"] == 0
                  and takeover_s < TAKEOVER_LIMIT_S and after_takeover == 0
@@ -172,7 +174,8 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart) -> d
                       or fail["last_lost_ms"] <= in_force + IN_FORCE_SLACK_MS)
                  and rep["deposed_master"]["stale_refusals"] >= 1
                  and rep["deposed_master"]["flow_mods"] == 0
-                 and after.get("verified") == n and not counters.get("table_misses"))
+                 and after.get("verified") == n and not counters.get("table_misses")
+                 and rep["controller"]["openflow_errors"] == 0)
     if not rep["ok"]:
         log(f"not ok; the standby's log: {standby.log_tail()}")
     return rep
