@@ -143,3 +143,40 @@ def test_heartbeat_over_sockets_and_takeover_when_the_master_dies():
     assert time.monotonic() - t0 < 1.0
     assert standby.state == "master" and standby.generation == 42
     srv.close()
+
+
+@pytest.mark.parametrize("args,what", [
+    (["--role", "standby"], "needs --peer"),
+    (["--peer", "127.0.0.1:6700"], "go with --role"),
+    (["--generation", "3"], "go with --role"),
+    (["--role", "master", "--peer", "6700"], "expected HOST:PORT"),
+    (["--role", "master", "--peer", "h:70000"], "expected HOST:PORT"),
+    (["--role", "standby", "--peer", "h:1", "--generation", "4"], "learns it"),
+    (["--role", "master", "--peer", "h:1", "--lldp"], "no --lldp"),
+    (["--role", "master", "--peer", "h:1", "--generation", str(1 << 64)], "generation id"),
+    (["--role", "equal", "--peer", "h:1"], "invalid choice"),
+])
+def test_controller_refuses_half_given_roles(tmp_path, capsys, args, what):
+    from fabroute.cli import main
+
+    try:
+        code = main(["controller", str(tmp_path), *args])
+    except SystemExit as e:          # argparse's refusal of an option's value
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert what in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args,what", [
+    (["--standby"], "go together"),
+    (["--kill-master"], "go together"),
+    (["--standby", "--kill-master", "--fail", "0:1,0:2"], "at most one --fail"),
+    (["--standby", "--kill-master", "--fast-failover"], "at most one --fail"),
+])
+def test_emulate_refuses_standby_without_its_pair(capsys, args, what):
+    from fabroute.cli import main
+
+    assert main(["emulate", "slimfly:q=3", "--routing", "min", *args]) == 2
+    err = capsys.readouterr().err
+    assert what in err and err.count("\n") == 1
