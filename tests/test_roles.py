@@ -180,3 +180,54 @@ def test_emulate_refuses_standby_without_its_pair(capsys, args, what):
     assert main(["emulate", "slimfly:q=3", "--routing", "min", *args]) == 2
     err = capsys.readouterr().err
     assert what in err and err.count("\n") == 1
+
+
+def test_a_standby_follows_the_program_its_masters_heartbeat_names():
+    """The master routed around a cable (a two-phase update: version 1): the heartbeat
+    names its cookie, version and failed cables; the standby computes the same proven
+    tables, marks the cable failed in its own view and reads every switch against them."""
+    import logging
+
+    from controller.openflow.fabric import Fabric
+    from controller.openflow.roleapp import RoleMixin
+    from controller.openflow.update import Links
+    from tablegen.routing.build import build_tables
+    from tablegen.topologies.failures import without_links
+    from tablegen.topologies.slimfly import build_slimfly
+    from tablegen.verify import same_routing
+
+    ts = build_tables(build_slimfly(3), "min")
+    degraded, rep = same_routing(without_links(ts.topo, [(0, 1)]), ts)
+    assert rep.ok
+    master = Fabric(degraded, version=1)
+
+    class Standby(RoleMixin):
+        logger = logging.getLogger("test")
+
+        def __init__(self):
+            self.fabric = Fabric(ts)
+            self._links = Links(ts)
+            self.read = []
+            for d in self.fabric.dpids:
+                self.fabric.connected(d, conn=f"conn{d}")
+
+        def _read(self, conn):
+            self.read.append(conn)
+
+    s = Standby()
+    s.roles = Roles("master", 3)
+    s.fabric.version = 0
+    beat = json.loads(s.roles.beat_line({"cookie": f"{master.cookie:016x}", "version": 1,
+                                         "failed": [[0, 1]]}))
+    s._follow(beat)
+    assert s.fabric.cookie == master.cookie and s.fabric.version == 1
+    assert s._links.failed() == {(0, 1)}
+    assert sorted(s.read) == sorted(f"conn{d}" for d in s.fabric.dpids)
+    assert all(st.state == "reading" and st.conn == f"conn{d}"
+               for d, st in s.fabric.switches.items())
+    assert s.fabric.program(0) == master.program(0)
+    # the same beat again changes nothing; a beat naming tables it cannot derive is ignored
+    s.read.clear()
+    s._follow(beat)
+    s._follow(dict(beat, cookie="0123", version=0))
+    assert s.read == [] and s.fabric.cookie == master.cookie

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
@@ -118,6 +119,7 @@ class RoleMixin:
             return
         try:
             failed = {tuple(p) for p in beat["failed"]}
+            self._mark_failed(failed)
             ts = self._links.base
             if failed != set(self._links.known):
                 from tablegen.topologies.failures import without_links
@@ -142,6 +144,14 @@ class RoleMixin:
         self.fabric = new
         for st in list(new.switches.values()):
             self._read(st.conn)
+
+    def _mark_failed(self, failed: set) -> None:
+        """Cables the master routes around are failed in the standby's own view too (it may
+        have started after their ports went down); only a port coming up clears them."""
+        t = self._links.intact
+        for a, b in failed - set(self._links.known):
+            for u, v in ((a, b), (b, a)):
+                self._links.down.update((u, int(j)) for j in np.flatnonzero(t.adj[u] == v))
 
     def _take_over(self) -> None:
         """The master is gone: claim every switch with a newer generation, read each again
