@@ -13,6 +13,7 @@ from tablegen.limits import (
     PREPARE_MIB,
     SETTLE_S,
     drain_option,
+    generation_option,
     hysteresis_option,
     link_mbit_option,
     poll_option,
@@ -52,6 +53,16 @@ def add_parsers(sub) -> None:
     sp.add_argument("--fast-failover", action="store_true", help="MIN tables: FAST_FAILOVER "
                     "groups on verified backup ports, so the switches route around a failed "
                     "cable before the controller does")
+    g = sp.add_argument_group("two controllers: a master and a standby (OpenFlow roles)")
+    g.add_argument("--role", choices=("master", "standby"), help="the master claims the "
+                   "switches (OpenFlow role MASTER with --generation) and sends a heartbeat on "
+                   "--peer; the standby asks SLAVE, reads and compares but never writes, and "
+                   "takes over (MASTER with a newer generation) when the heartbeat stops")
+    g.add_argument("--peer", metavar="HOST:PORT", help="the heartbeat: the master listens "
+                   "there, the standby connects to it")
+    g.add_argument("--generation", type=generation_option, default=1, metavar="N",
+                   help="--role master: the generation id it claims (default 1; a standby "
+                   "that took over claims a newer one, which makes this one stale)")
     g = sp.add_argument_group("real switches (any datapath ids, any port numbers)")
     g.add_argument("--lldp", action="store_true", help="learn the cabling with LLDP, map it "
                    "onto the plan once it has settled and serve each datapath its planned "
@@ -146,6 +157,7 @@ def cmd_controller(args) -> int:
     if args.lldp and args.fabric:
         raise BadInput("controller: --lldp learns the cabling, --fabric FILE gives it; "
                        "expected one of them")
+    roles = _roles(args)
     ts = proven_tables(Path(args.dir))
     # the program follows the profile the set was written and verified in
     learner = None
@@ -160,8 +172,35 @@ def cmd_controller(args) -> int:
         Path(args.log) if args.log else None, tls, adaptive_of(args),
         Path(args.decisions) if args.decisions else None,
         Path(args.control) if args.control else None, args.drain, not args.no_link_repair,
-        args.fast_failover, profile_of(Path(args.dir)), learner, args.prepare_mib)
+        args.fast_failover, profile_of(Path(args.dir)), learner, args.prepare_mib,
+        roles, args.peer)
     return 0
+
+
+def _roles(args):
+    """The controller's :class:`~controller.openflow.roles.Roles` (``None`` without
+    ``--role``); bad input for a half-given or unsupported combination."""
+    if args.role is None:
+        if args.peer or args.generation != 1:
+            raise BadInput("controller: --peer and --generation go with --role; expected "
+                           "--role master or --role standby")
+        return None
+    if not args.peer:
+        raise BadInput(f"controller: --role {args.role} needs --peer HOST:PORT (the "
+                       "heartbeat between master and standby)")
+    host, sep, port = args.peer.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadInput(f"controller: --peer {args.peer!r}; expected HOST:PORT, e.g. "
+                       "127.0.0.1:6700")
+    if args.role == "standby" and args.generation != 1:
+        raise BadInput("controller: --generation is the master's claim; a standby learns it "
+                       "from the heartbeat (expected no --generation with --role standby)")
+    if args.lldp or args.fabric:
+        raise BadInput("controller: --role serves the planned datapath ids and ports; "
+                       "expected no --lldp or --fabric with it")
+    from controller.openflow.roles import Roles
+
+    return Roles(args.role, args.generation)
 
 
 def cmd_load(args) -> int:

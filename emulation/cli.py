@@ -72,6 +72,11 @@ def add_parsers(sub) -> None:
     g.add_argument("--fail", metavar="A:B[,C:D...]", help="take these links down (switch ids "
                    "as in `fabroute topology SPEC --json`), let the controller route around "
                    "them, then bring them back")
+    g.add_argument("--standby", action="store_true", help="two controllers on every switch: "
+                   "a master and a standby (OpenFlow roles; with --kill-master)")
+    g.add_argument("--kill-master", action="store_true", help="--standby: kill -9 the master "
+                   "under the probe stream; the standby takes over, then repairs a link taken "
+                   "down (the first of --fail, default switch 0 and its first neighbour)")
     g.add_argument("--rate", type=rate_option, default=200.0, help="probes per second per pair "
                    "(default 200)")
     g.add_argument("--fast-failover", action="store_true", help="--fail: the switches hold "
@@ -165,6 +170,13 @@ def cmd_emulate(args) -> int:
     if sum((args.expand is not None, args.fail is not None, args.transform)) > 1:
         raise BadInput("emulate: --expand, --fail and --transform exclude each other; "
                        "expected one")
+    if args.standby != args.kill_master:
+        raise BadInput("emulate: --standby and --kill-master go together; expected both")
+    if args.standby and (args.expand is not None or args.transform or args.fast_failover
+                         or args.no_link_repair or args.traffic or (fail and len(fail) > 1)):
+        raise BadInput("emulate: --standby --kill-master takes at most one --fail A:B; "
+                       "expected no --expand, --transform, --traffic, --fast-failover or "
+                       "--no-link-repair with it")
     if args.transform:
         topo = _before_transform(topo)
     if not 0 < args.rate <= 2000:
@@ -172,7 +184,7 @@ def cmd_emulate(args) -> int:
     ts, _ = verified_tables(topo, args, con, "emulate")
     if ts is None:
         return 1
-    if args.expand is not None or fail is not None or args.transform:
+    if args.expand is not None or fail is not None or args.transform or args.standby:
         return _emulate_live(ts, args, fail, con)
     if args.traffic:
         return _emulate_load(ts, args, con)
@@ -200,10 +212,13 @@ def _before_transform(topo):
 
 def _emulate_live(ts, args, fail, con) -> int:
     from emulation.mininet.liverun import run_expand, run_fail, run_transform
+    from emulation.mininet.standbyrun import run_standby
 
     log = (lambda *_a, **_k: None) if args.json else con.log
     try:
-        if args.transform:
+        if args.standby:
+            rep = run_standby(ts, fail[0] if fail else None, rate=args.rate, log=log)
+        elif args.transform:
             rep = run_transform(ts, rate=args.rate, log=log)
         elif args.expand is not None:
             rep = run_expand(ts, args.expand, rate=args.rate, log=log)

@@ -201,6 +201,7 @@ duration_option = float_option(1.0, 3600.0, "seconds per traffic phase")
 drain_option = float_option(0.0, 60.0, "drain time in seconds")
 settle_option = float_option(0.5, 600.0, "settle time in seconds")
 prepare_option = int_option(0, 1 << 20, "MiB of prepared repairs")
+generation_option = int_option(0, 2**64 - 1, "OpenFlow generation id")
 DRAIN_S = 0.5       # two-phase updates: the old version's drain (1 Mbit/s links: 3 x 224 ms)
 SETTLE_S = 3.0         # controller --lldp: the cabling is complete after this long unchanged
 PREPARE_MIB = 256      # controller: serialised repairs made ready while idle, at most

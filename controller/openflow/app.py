@@ -39,16 +39,17 @@ from controller.openflow.fabric import Fabric, SwitchState, generation_cookie
 from controller.openflow.lldpapp import LldpMixin
 from controller.openflow.messages import error_names
 from controller.openflow.prepared import PREPARE_BYTES, PREPARE_IDLE_S, Prepared
+from controller.openflow.roleapp import RoleMixin
 from controller.openflow.update import Links, Update, control_tables
 from controller.tls import dpid_ranges
 from tablegen.errors import BadInput
+from tablegen.exports.openflow import T_DECIDE, T_EGRESS
 from tablegen.limits import DRAIN_S
 
 HOLD_S = 300          # a held rewiring update flips after this long without a resume
-from tablegen.exports.openflow import T_DECIDE, T_EGRESS
 
 
-class FabrouteApp(LldpMixin, app_manager.OSKenApp):
+class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     fabric: Fabric | None = None          # set by the launcher before the app starts
     status_path: Path | None = None
@@ -100,6 +101,7 @@ class FabrouteApp(LldpMixin, app_manager.OSKenApp):
             if self.decisions_path:
                 self._log = open(self.decisions_path, "a", buffering=1)
             hub.spawn(self._poll_loop)
+        self._start_roles()
 
     # -- events --------------------------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -290,6 +292,9 @@ class FabrouteApp(LldpMixin, app_manager.OSKenApp):
                 fab.decided(st.switch, list(later.values()))
             self._read(dp)
             return
+        if not self._writes():                        # a standby: its view, nothing sent
+            self._viewed(st, diff)
+            return
         verdict = fab.verdict(dp.id, diff)
         if verdict == "verified":
             self.logger.info("switch %d verified: %d flows, %d groups; sent %d flow-mods, "
@@ -321,8 +326,8 @@ class FabrouteApp(LldpMixin, app_manager.OSKenApp):
 
     def _round(self):
         fab = self.fabric
-        if self._updating or fab.decisions is None:   # decisions are stamp entries: not
-            return                                    # while an update flips them
+        if self._updating or fab.decisions is None or not self._writes():
+            return      # decisions are stamp entries: not while an update flips them
         changes, newly = fab.decisions.decide(time.monotonic())
         for u in newly:
             self.logger.warning("switch %d answered no statistics for %.1f s: its decisions "
@@ -415,8 +420,9 @@ class FabrouteApp(LldpMixin, app_manager.OSKenApp):
             self.logger.warning("switch %d port %d %s: failed cables now %s", st.switch,
                                 d.port_no, "up" if up else "down",
                                 sorted(self._links.failed()) or "none")
-            self._updates.put(("links", f"switch {st.switch} port {d.port_no} "
-                               f"{'up' if up else 'down'}", time.time(), None))
+            if self._writes():      # a standby only follows: its takeover routes around
+                self._updates.put(("links", f"switch {st.switch} port {d.port_no} "
+                                   f"{'up' if up else 'down'}", time.time(), None))
 
     def _updater(self):
         """Apply the queued updates one at a time: a table directory loaded over the control
@@ -595,6 +601,9 @@ class FabrouteApp(LldpMixin, app_manager.OSKenApp):
             f = sock.makefile("rwb")
             try:
                 req = json.loads(f.readline() or b"{}")
+                if "load" in req and not self._writes():
+                    raise BadInput("controller: load: this controller is a standby; "
+                                   "expected the master's --control socket")
                 if "load" in req:
                     loaded = control_tables(req["load"], self.fabric.ts, self.fabric.profile)
                     reply = hub.Queue()
@@ -629,6 +638,7 @@ class FabrouteApp(LldpMixin, app_manager.OSKenApp):
         st["failed_links"] = sorted(map(list, self._links.failed())) if self._links else []
         if self.learner is not None:
             st["cabling"] = self.learner.status()
+        st["role"] = None if self.roles is None else self.roles.status()
         tmp = self.status_path.with_name(self.status_path.name + f".tmp-{os.getpid()}")
         tmp.write_text(json.dumps(st))
         os.replace(tmp, self.status_path)

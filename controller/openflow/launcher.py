@@ -71,6 +71,11 @@ def fabric_of(table_set, adaptive: dict | None = None, fast_failover: bool = Fal
     return fabric
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -80,10 +85,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, option: str = "--listen") -> socket.socket:
     """A listening socket on ``host:port`` that no other process can share (no
     ``SO_REUSEPORT``; ``SO_REUSEADDR`` only lets a restart reuse a port in TIME_WAIT).
-    :class:`BadInput` when the port is taken or the address is not this machine's."""
+    :class:`BadInput` naming ``option`` when the port is taken or the address is not this
+    machine's."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -95,7 +101,7 @@ def bind(host: str, port: int) -> socket.socket:
         why = {errno.EADDRINUSE: "the port is in use (another controller?)",
                errno.EADDRNOTAVAIL: "the address is not one of this machine's",
                errno.EACCES: "permission denied"}.get(e.errno, e.strerror)
-        raise BadInput(f"controller: --listen {host}:{port}: {why}; expected a free port on "
+        raise BadInput(f"controller: {option} {host}:{port}: {why}; expected a free port on "
                        "an address of this machine") from None
     return s
 
@@ -175,7 +181,7 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         decisions: Path | None = None, control: Path | None = None,
         drain: float | None = None, repair_links: bool = True,
         fast_failover: bool = False, profile: str = "ovs", learner=None,
-        prepare_mib: int | None = None) -> None:
+        prepare_mib: int | None = None, roles=None, peer: str | None = None) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
     SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
     :class:`controller.tls.Pki`) is given; UGAL-L with adaptive decisions (``adaptive``, see
@@ -186,11 +192,17 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     ``fast_failover``; programs in OpenFlow profile ``profile``; real switches (any datapath
     ids and port numbers) mapped by ``learner`` (:class:`controller.openflow.learn.Learner`);
     at most ``prepare_mib`` MiB of repairs made ready while idle
-    (:class:`controller.openflow.prepared.Prepared`; 0: none).  Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
+    (:class:`controller.openflow.prepared.Prepared`; 0: none); one of two controllers when
+    ``roles`` (:class:`controller.openflow.roles.Roles`) is given: a master sends its
+    heartbeat on ``peer`` (``host:port``, bound here), a standby watches the master's there.
+    Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
     fabric = fabric_of(table_set, adaptive, fast_failover, profile, learner)
     host, _, port = listen.rpartition(":")
     ctl = bind_control(control) if control is not None else None
     server = bind(host, int(port))
+    beats = None
+    if roles is not None and roles.state == "master":
+        beats = bind(*_host_port(peer), "--peer")
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
     # eventlet's import-time notice ("Eventlet is deprecated", nine lines on stderr) is for
     # os-ken's maintainers, not for the operator reading the controller's log
@@ -228,6 +240,9 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     FabrouteApp.control = GreenSocket(ctl) if ctl is not None else None
     FabrouteApp.repair_links = repair_links
     FabrouteApp.learner = learner
+    FabrouteApp.roles = roles
+    if roles is not None:
+        FabrouteApp.peer = GreenSocket(beats) if beats is not None else _host_port(peer)
     if drain is not None:
         FabrouteApp.drain = drain
     if prepare_mib is not None:
@@ -243,6 +258,9 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     log = logging.getLogger("fabroute")
     log.info("serving %s %s on %s (cookie 0x%016x)", table_set.routing,
              table_set.topo.name(), listen, fabric.cookie)
+    if roles is not None:
+        log.info("role %s, heartbeat %s %s%s", roles.role, "on" if beats else "of the master at",
+                 peer, f", generation {roles.generation}" if roles.generation is not None else "")
     if learner is not None:
         log.info("real switches: %s", "map of the fabric file (%d datapaths)" % len(
             learner.assignment.switch) if learner.given is not None else

@@ -417,7 +417,8 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
               workers: int = 8, tls: tuple[str, str, str] | None = None,
               link_mbit: float | None = None,
               queue_packets: int = shaping.DEFAULT_QUEUE_PACKETS,
-              wiring=None, datapath: str = "ovs") -> FabricNet:
+              wiring=None, datapath: str = "ovs",
+              standby_port: int | None = None) -> FabricNet:
     """Build and start the emulation (see the module doc); the caller must :meth:`~FabricNet.
     stop` it — use :func:`emulate`.  ``controller_port=None``: bridges without a controller
     (tables from files); otherwise a ``RemoteController`` at ``controller_ip:port`` (the
@@ -434,7 +435,9 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
     (:class:`~emulation.mininet.topo.Wiring`): random datapath ids, permuted port numbers,
     cables left out — a net that looks like a real fabric (``controller --lldp``).
     ``datapath="ofss"``: the switches are CPqD's ofsoftswitch13 instead of OVS bridges
-    (:mod:`emulation.mininet.ofss`; no TLS, no shaping)."""
+    (:mod:`emulation.mininet.ofss`; no TLS, no shaping).  ``standby_port``: a second
+    controller at ``controller_ip:standby_port`` on every bridge (``ovs-vsctl
+    set-controller BR tcp:…:P1 tcp:…:P2``: a master and a standby)."""
     tx_off = tcp or kernel_sockets
     ofss = datapath == "ofss"
     if datapath not in ("ovs", "ofss"):
@@ -476,6 +479,9 @@ def build_net(topo: Topology, *, controller_port: int | None = None,
             fnet.tls = True
         if controller_port is not None:
             net.addController(NoCheckController("c0", ip=controller_ip, port=controller_port,
+                                                protocol="ssl" if tls else "tcp"))
+        if standby_port is not None:
+            net.addController(NoCheckController("c1", ip=controller_ip, port=standby_port,
                                                 protocol="ssl" if tls else "tcp"))
         # hosts: one shell (= network namespace) each, started in parallel
         names = [host_name(h, prefix) for h in hosts[:, 0].tolist()]
