@@ -81,9 +81,9 @@ def add_parsers(sub) -> None:
                    "(default 200)")
     g.add_argument("--fast-failover", action="store_true", help="--fail: the switches hold "
                    "FAST_FAILOVER groups on verified backup ports (MIN tables)")
-    g.add_argument("--prepare-mib", type=prepare_option, metavar="MIB", help="--fail: the "
-                   "controller's --prepare-mib (repairs made ready while idle; 0: planned "
-                   "when the port goes down, as before)")
+    g.add_argument("--prepare-mib", type=prepare_option, metavar="MIB", help="--fail, "
+                   "--standby: the controllers' --prepare-mib (repairs made ready while idle; "
+                   "0: planned when the port goes down, as before)")
     g.add_argument("--no-link-repair", action="store_true", help="--fail: the controller "
                    "leaves the tables as they are (what the switches do alone)")
     adaptive_args(sp)
@@ -217,7 +217,8 @@ def _emulate_live(ts, args, fail, con) -> int:
     log = (lambda *_a, **_k: None) if args.json else con.log
     try:
         if args.standby:
-            rep = run_standby(ts, fail[0] if fail else None, rate=args.rate, log=log)
+            rep = run_standby(ts, fail[0] if fail else None, rate=args.rate,
+                              prepare_mib=args.prepare_mib, log=log)
         elif args.transform:
             rep = run_transform(ts, rate=args.rate, log=log)
         elif args.expand is not None:

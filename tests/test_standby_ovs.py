@@ -31,6 +31,7 @@ def test_standby_takes_over_from_a_killed_master_and_repairs_a_link():
     r = rep["repair"]
     assert r["ok"] and r["restored"] and r["misrouted"] == 0
     assert r["reason"].endswith("down") and r["in_force_ms"] is not None
+    assert r["prepared"]          # made ready by the standby while it only read
     # the old master with generation 1: refused as stale, steps down, writes nothing
     d = rep["deposed_master"]
     assert d["state"] == "deposed" and d["switches"] == {"slave": n}

@@ -23,6 +23,7 @@ from emulation.mininet.ctl import Controller, free_port
 from emulation.mininet.grow import set_link
 from emulation.mininet.liverun import (
     IN_FORCE_SLACK_MS,
+    PREPARE_WAIT_S,
     STREAM_PAIRS,
     _check,
     _counters,
@@ -51,14 +52,16 @@ def _mods(st: dict) -> int:
 
 
 def run_standby(ts: TableSet, link: tuple[int, int] | None = None, *, rate: float = 200.0,
-                down_s: float = 1.0, log=print) -> dict:
+                down_s: float = 1.0, prepare_mib: int | None = None, log=print) -> dict:
     """The module doc's run on the fabric of ``ts`` (MIN or any routing served
     ``--static``); ``link``: the cable taken down after the takeover (default: switch 0 and
     its first neighbour).  The JSON-ready report: the takeover stream's ``lost``,
     ``misrouted``; ``takeover_s`` (the kill → every switch holds the standby as master),
     ``flow_mods_after_takeover`` (flow- and group-mods the new master sent until every
     switch was verified), the repair under the second stream, the deposed master's
-    refusals; ``ok``."""
+    refusals; ``ok``.  ``prepare_mib``: both controllers' ``--prepare-mib`` (``None``: the
+    controller's default); the standby makes the repairs ready while it only reads, and the
+    kill waits until they are, so the new master's repair is a prepared one."""
     from tablegen.topologies.failures import without_links
 
     _check(ts)
@@ -75,27 +78,33 @@ def run_standby(ts: TableSet, link: tuple[int, int] | None = None, *, rate: floa
         write_table_set(ts, verify(ts), d / "tables", ("openflow",))
         p1, p2, hb = free_port(), free_port(), free_port()
         master_args = ("--static", "--role", "master", "--peer", f"127.0.0.1:{hb}")
-        ctls = [Controller(d / "tables", p1, d, name="master", args=master_args)]
+        ctls = [Controller(d / "tables", p1, d, name="master", args=master_args,
+                           prepare_mib=prepare_mib)]
         try:
             time.sleep(0.5)            # the master's heartbeat listens before the standby looks
             ctls.append(Controller(d / "tables", p2, d, name="standby", args=(
-                "--static", "--role", "standby", "--peer", f"127.0.0.1:{hb}")))
+                "--static", "--role", "standby", "--peer", f"127.0.0.1:{hb}"),
+                prepare_mib=prepare_mib))
             master, standby = ctls
             with emulate(topo, controller_port=p1, standby_port=p2, prefix=PREFIX) as fnet:
                 return _run(ts, fnet, master, standby, ctls, link, rate, down_s, log,
-                            (d, p1, master_args))
+                            (d, p1, master_args), prepare_mib != 0)
         finally:
             for c in ctls:
                 c.stop()
             cleanup_leftovers(PREFIX)
 
 
-def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart) -> dict:
+def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart,
+         prepared: bool) -> dict:
     n = ts.topo.n_switches
     t_verified = master.wait_verified(n)
     standby.wait_for(lambda st: st.get("verified") == n and _role(st).get("master_heard")
                      and _role(st).get("switches") == {"slave": n}, 60,
                      f"the standby reading all {n} switches as SLAVE")
+    if prepared:
+        standby.wait_for(lambda st: (st.get("prepared") or {}).get("complete"),
+                         PREPARE_WAIT_S, "the standby's prepared repairs")
     log(f"net up: {n} switches verified by the master in {t_verified:.1f} s; the standby "
         "holds every switch as SLAVE; probe stream on; kill -9 of the master")
     pairs = list(dict.fromkeys(_crossing(ts, fnet.host_ids, [link])
@@ -153,6 +162,7 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart) -> d
            "switches_repaired_after_takeover": tk["repaired"],
            "repair": {"link": list(link), "ok": bool(down.get("ok")),
                       "reason": down.get("reason"), "in_force_ms": in_force,
+                      "prepared": bool(down.get("prepared")),
                       "lost": fail["lost"], "misrouted": fail["misrouted"],
                       "lost_from_ms": fail["first_lost_ms"], "lost_to_ms": fail["last_lost_ms"],
                       "restored": bool(up.get("ok")) and after.get("cookie") == st.get("cookie")},
