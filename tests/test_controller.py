@@ -380,3 +380,61 @@ def test_decisions_from_port_statistics_are_modifies_that_become_the_program():
     changes, stale = dec.decide(5.0)
     assert stale == [u] and dec.ugal.share[u].max() == 0
     assert all(f.actions[-1] == ("goto_table", T_ARRIVE) for f in changes[u])
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+def test_share_of_inverts_blocks_of(bits):
+    from tablegen.routing.adaptive import blocks_of, share_of
+
+    for m in range((1 << bits) + 1):
+        assert share_of(blocks_of(m, bits), bits) == m
+    assert share_of([False] * bits + [True], bits) is None     # the last block alone
+    assert share_of([True] * bits, bits) is None                # one flag short
+
+
+def test_a_standby_adopts_the_decisions_a_switch_holds():
+    """What a new master (or a standby) reads in the decision table becomes its program:
+    every valid share a master set, no key whose entries disagree or that allows no detour."""
+    from dataclasses import replace
+
+    from tablegen.exports.openflow import IPPROTO_TCP
+    from tablegen.routing.adaptive import AdaptiveParams
+
+    ts = ts_of("dragonfly:p=2,a=4,h=2", "ugal-l")
+    master, standby = Fabric(ts), Fabric(ts)
+    for f in (master, standby):
+        f.adapt(AdaptiveParams(), poll=1.0, link_bps=8e6)
+    u = 3
+    dec = master.decisions
+    valid = [k for k in range(ts.topo.n_groups) if dec.ugal.valid[u, k]]
+    assert len(valid) >= 3
+    slots = 1 << dec.p.split_bits
+    for i, k in enumerate(valid):
+        dec.ugal.share[u, k] = (i * 3 + 1) % (slots + 1)
+    held = master.program(u)
+    want = {k: int(dec.ugal.share[u, k]) for k in valid}
+    assert standby.compare(u, stats_of(held.flows, master.cookie),
+                           group_stats_of(held.groups)).missing_flows, "differs before"
+    n = standby.adopt(u, stats_of(held.flows, master.cookie))
+    assert n == sum(1 for m in want.values() if m)
+    assert {k: int(standby.decisions.ugal.share[u, k]) for k in valid} == want
+    assert standby.compare(u, stats_of(held.flows, master.cookie),
+                           group_stats_of(held.groups)).empty
+    assert standby.status()["adaptive"]["adopted"] == n
+    # a switch whose UDP and TCP entries of one key disagree: that key is not taken
+    fresh = Fabric(ts)
+    fresh.adapt(AdaptiveParams(), poll=1.0, link_bps=8e6)
+    k0 = next(k for k in valid if want[k])
+    prefix = master.plan_.grp_prefix[k0]
+    odd = [replace(f, actions=(("goto_table", T_ARRIVE),))
+           if f.table == T_DECIDE and dict(f.match).get("eth_dst", (None,))[0] == prefix
+           and dict(f.match)["ip_proto"] == IPPROTO_TCP else f for f in held.flows]
+    fresh.adopt(u, stats_of(odd, master.cookie))
+    assert fresh.decisions.ugal.share[u, k0] == 0
+    assert all(fresh.decisions.ugal.share[u, k] == want[k] for k in valid if k != k0)
+    # a key the routing allows no detour toward (here: made so) stays minimal
+    k1 = next(k for k in valid if want[k] and k != k0)
+    fresh.decisions.ugal.valid[u, k1] = False
+    fresh.decisions.ugal.share[u, k1] = 0
+    assert fresh.adopt(u, stats_of(held.flows, master.cookie)) == 1      # k0 only
+    assert fresh.decisions.ugal.share[u, k1] == 0

@@ -16,8 +16,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from tablegen.exports.openflow import IPPROTO_TCP, IPPROTO_UDP, decision_flow, decision_keys
-from tablegen.routing.adaptive import AdaptiveParams, AdaptiveUgal, PortEstimator, blocks_of
+from controller.openflow import messages as msg
+from tablegen.exports.openflow import (
+    IPPROTO_TCP,
+    IPPROTO_UDP,
+    T_DECIDE,
+    decision_flow,
+    decision_keys,
+)
+from tablegen.routing.adaptive import (
+    AdaptiveParams,
+    AdaptiveUgal,
+    PortEstimator,
+    blocks_of,
+    share_of,
+)
 
 __all__ = ["Decisions"]
 
@@ -46,7 +59,9 @@ class Decisions:
         self.stale: set[int] = set()
         self.last: dict | None = None   # the newest round's record (:meth:`record`)
         self.keys_per_switch = len(decision_keys(fabric.plan_, 0))
+        self.adopted = 0                # shares taken from what the switches hold
         self._t0: float | None = None
+        self._entries: dict[int, dict] = {}     # switch -> its decision entries (adopt)
 
     # -- statistics in -------------------------------------------------------------------------
     def _index(self, switch: int, port_no: int) -> int | None:
@@ -112,6 +127,52 @@ class Decisions:
         if old is not None and old.ugal.share.shape == self.ugal.share.shape:
             self.ugal.share[:] = np.where(self.ugal.valid, old.ugal.share, 0)
 
+    def adopt(self, switch: int, flow_stats) -> int:
+        """Take as ``switch``'s shares the decisions it holds (the ``OFPFlowStats`` of a
+        read): a standby follows the master's decisions so, and a new master starts from
+        them instead of rewriting them.  A key is taken only when its entries are all there,
+        agree for UDP and TCP, form a share (:func:`~tablegen.routing.adaptive.share_of`) and
+        the key allows that share; any other stays as it was, and a master's repair puts the
+        switch right.  Returns how many shares changed.  O(F + K bits) for F flows read and
+        K destination keys (the entries' canonical forms are built once per switch)."""
+        entries = self._entries.get(switch)
+        if entries is None:
+            entries = self._entries[switch] = self._decision_entries(switch)
+        held: dict[tuple, bool] = {}
+        for st in flow_stats:
+            if st.table_id == T_DECIDE:
+                key, val = msg.canon_stats_flow(st)
+                e = entries.get(key)
+                if e is not None and val in e[1]:
+                    held[e[0]] = e[1][val]
+        bits = self.p.split_bits
+        changed = 0
+        for k in decision_keys(self.fabric.plan_, switch):
+            udp = [held.get((k, b, IPPROTO_UDP)) for b in range(bits + 1)]
+            if None in udp or udp != [held.get((k, b, IPPROTO_TCP)) for b in range(bits + 1)]:
+                continue
+            m = share_of(udp, bits)
+            if m is None or (m and not self.ugal.valid[switch, k]):
+                continue
+            if self.ugal.share[switch, k] != m:
+                self.ugal.share[switch, k] = m
+                changed += 1
+        self.adopted += changed
+        return changed
+
+    def _decision_entries(self, switch: int) -> dict:
+        """``{canonical match key: ((key, block, proto), {canonical actions: non-minimal})}``
+        of ``switch``'s decision entries, both choices of each."""
+        plan, cookie = self.fabric.plan_, self.fabric.cookie
+        out = {}
+        for k in decision_keys(plan, switch):
+            for b in range(self.p.split_bits + 1):
+                for proto in (IPPROTO_UDP, IPPROTO_TCP):
+                    key, v_min = msg.canon_flow(decision_flow(plan, k, b, proto, False), cookie)
+                    _, v_non = msg.canon_flow(decision_flow(plan, k, b, proto, True), cookie)
+                    out[key] = ((k, b, proto), {v_min: False, v_non: True})
+        return out
+
     def shares(self, switch: int) -> np.ndarray:
         """The current shares of ``switch`` per destination key (its program's decisions)."""
         return self.ugal.share[switch]
@@ -136,6 +197,6 @@ class Decisions:
         return {"keys": self.ugal.keys, "poll": self.poll, "split_bits": self.p.split_bits,
                 "rounds": self.rounds, "decision_flow_mods": self.flow_mods,
                 "share": self.last["share"] if self.last else 0.0, "stale": sorted(self.stale),
-                "keys_per_switch": self.keys_per_switch,
+                "keys_per_switch": self.keys_per_switch, "adopted": self.adopted,
                 "rounds_verified": self.readbacks_equal,
                 "rounds_differing": self.readbacks_differing}

@@ -277,6 +277,8 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
     def _judge(self, dp, flows, groups, dsts=None):
         fab = self.fabric
         st = fab.switches[dp.id]
+        if dsts is None and self._adopts(dp.id) and fab.adopt(st.switch, flows):
+            st.program = fab.program(st.switch)      # the master's decisions, held
         diff = fab.compare(st.switch, flows, groups, eth_dst=dsts)
         if dsts is not None:                          # the read-back of decisions
             del self._deciding[dp.id]
@@ -326,8 +328,16 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
 
     def _round(self):
         fab = self.fabric
-        if self._updating or fab.decisions is None or not self._writes():
+        if self._updating or fab.decisions is None:
             return      # decisions are stamp entries: not while an update flips them
+        if self._writes():      # a standby only gathers: warm estimates when it takes over
+            self._decide(fab)
+        for dp_id, st in list(fab.switches.items()):
+            if st.state == "verified" and dp_id not in self._stats:
+                self._ask_stats(st.conn)
+        self._write_status()
+
+    def _decide(self, fab):
         changes, newly = fab.decisions.decide(time.monotonic())
         for u in newly:
             self.logger.warning("switch %d answered no statistics for %.1f s: its decisions "
@@ -346,10 +356,6 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
                 self._send_later(st.conn)
         if self._log is not None:
             self._log.write(json.dumps(fab.decisions.last) + "\n")
-        for dp_id, st in list(fab.switches.items()):
-            if st.state == "verified" and dp_id not in self._stats:
-                self._ask_stats(st.conn)
-        self._write_status()
 
     def _send_later(self, dp):
         """Send the decision MODIFYs waiting for ``dp``, then a barrier (its reply starts the

@@ -154,6 +154,16 @@ class Fabric:
         self.decisions = Decisions(self, params, poll, link_bps)
         self.adapted = (params, poll, link_bps)     # for the fabric a live update makes
 
+    def adopt(self, switch: int, flow_stats) -> int:
+        """UGAL-L's decisions as ``switch`` holds them (``OFPFlowStats`` of a read) become its
+        program's (:meth:`controller.openflow.adaptive.Decisions.adopt`); how many shares
+        changed (0 without adaptive decisions)."""
+        n = self.decisions.adopt(switch, flow_stats) if self.decisions is not None else 0
+        if n:
+            self._programs.pop(switch, None)
+            self._intended.pop(switch, None)
+        return n
+
     def decided(self, switch: int, flows: list) -> list:
         """Decision entries of ``switch`` changed to ``flows``: they become part of what the
         switch must hold (a decision is the program, not drift), and the MODIFY messages

@@ -38,6 +38,7 @@ TAKEOVER_VERIFY_S = 30   # a takeover waits at most this long for every switch v
 class RoleMixin:
     roles = None          # controller.openflow.roles.Roles, set by the launcher
     peer = None           # master: the heartbeat's listening socket; standby: (host, port)
+    _adopting: frozenset | set = frozenset()    # a new master's switches not read yet
 
     def _start_roles(self) -> None:
         if self.roles is None:
@@ -53,6 +54,20 @@ class RoleMixin:
     def _writes(self) -> bool:
         """Whether this controller may write to the switches (no roles: always)."""
         return self.roles is None or self.roles.may_write()
+
+    def _adopts(self, dpid: int) -> bool:
+        """Whether a read's UGAL-L decision entries become the program
+        (:meth:`~controller.openflow.fabric.Fabric.adopt`): every read of a standby, which so
+        follows the master's decisions, and a new master's first read of each switch, which
+        so keeps them instead of rewriting them."""
+        if self.roles is None:
+            return False
+        if not self._writes():
+            return True
+        if dpid not in self._adopting:
+            return False
+        self._adopting.discard(dpid)
+        return True
 
     def _beat(self) -> bytes:
         from tablegen.topologies.failures import failed_pairs
@@ -132,6 +147,9 @@ class RoleMixin:
                 raise ValueError("the tables of its failed cables have another cookie")
             new = Fabric(ts, fab.split_bits, version=int(beat["version"]),
                          fast_failover=fab.fast_failover, profile=fab.profile)
+            if fab.adapted is not None and new.plan_.decide is not None:
+                new.adapt(*fab.adapted)             # as the master's update does
+                new.decisions.inherit(fab.decisions)
         except (ValueError, KeyError, TypeError) as e:
             self.logger.warning("standby: cannot follow the master's program %s: %s",
                                 beat.get("cookie"), e)
@@ -159,6 +177,7 @@ class RoleMixin:
         g = self.roles.take_over()
         self.logger.warning("the master is gone (%s); taking over with generation %d",
                             self.roles.takeover["by"], g)
+        self._adopting = set(self.fabric.switches)
         for st in list(self.fabric.switches.values()):
             st.state, st.repairs = "reading", 0
             self._ask_role(st.conn)

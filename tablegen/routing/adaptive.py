@@ -201,6 +201,18 @@ def blocks_of(m: int, bits: int) -> list[bool]:
     return [bool(m >> (bits - 1 - i) & 1) for i in range(bits)] + [False]
 
 
+def share_of(nonmin: list[bool], bits: int) -> int | None:
+    """The share whose :func:`blocks_of` is ``nonmin`` (``bits + 1`` flags), or ``None`` when
+    no share gives that pattern (the one-slot last block without every other)."""
+    if len(nonmin) != bits + 1:
+        return None
+    if all(nonmin):
+        return 1 << bits
+    if nonmin[bits]:
+        return None
+    return sum(1 << (bits - 1 - i) for i in range(bits) if nonmin[i])
+
+
 # ---------------------------------------------------------------------------------------------
 # the decision
 # ---------------------------------------------------------------------------------------------
