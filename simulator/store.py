@@ -21,12 +21,12 @@ Each record is one ``write`` of one line, then ``fsync``.  Reading ignores a tor
 key is not the SHA-256 of its inputs or not one the sweep asks for; the first record of a
 key wins.  Before appending, a torn tail is cut off (:meth:`Store.open`).  One sweep at a
 time writes a store (``flock``).  The sweep's JSON and PNG are replaced whole
-(:func:`atomic_write`, :func:`atomic_path`: temporary file, ``fsync``, ``rename``).
+(:func:`tablegen.durable.atomic_write`, :func:`~tablegen.durable.atomic_path`: temporary
+file, ``fsync``, ``rename``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import fcntl
 import hashlib
@@ -34,6 +34,7 @@ import json
 import os
 from pathlib import Path
 
+from tablegen.durable import fsync_dir
 from tablegen.errors import BadInput
 
 FORMAT = "fabroute-sweep-point"
@@ -217,7 +218,7 @@ class Store:
         self._fd = fd
         self._new = new
         if new:
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         return self
 
     def append(self, rec: dict) -> None:
@@ -274,38 +275,3 @@ def _complete(fd: int, size: int) -> int:
             return pos - n + i + 1
         pos -= n
     return 0
-
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """Yield a temporary path beside ``path`` (same suffix, for writers that read it);
-    when the block ends, the file is fsynced and renamed over ``path``, and the directory
-    fsynced.  On an error the temporary file is removed and ``path`` left as it was."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    try:
-        yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def atomic_write(path, data: bytes | str) -> None:
-    """``data`` into ``path`` whole (:func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data.encode() if isinstance(data, str) else data)

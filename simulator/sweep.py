@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from simulator.config import SimConfig
-from simulator.store import atomic_path, atomic_write
+from tablegen.durable import atomic_path, atomic_write
 
 _CACHE: dict = {}
 

@@ -17,8 +17,8 @@ PACKAGES = ("tablegen", "controller", "emulation", "simulator", "fabroute")
 # Data flows topology -> routing -> tables -> {verify, exports} -> {controller, emulation,
 # simulator} -> CLI.  ``tables`` (the model) sits below ``routing`` because routing builds it.
 LAYERS = [
-    ("tablegen.errors", "tablegen.forked", "tablegen.limits", "tablegen.numba_cache",
-     "tablegen.output"),
+    ("tablegen.durable", "tablegen.errors", "tablegen.forked", "tablegen.limits",
+     "tablegen.numba_cache", "tablegen.output"),
     ("tablegen.topology",),
     ("tablegen.topologies", "tablegen.fabrics", "tablegen.tables"),
     ("tablegen.routing",),

@@ -47,6 +47,7 @@ import numpy as np
 
 from emulation.ibsim import apply as ib
 from emulation.ibsim.discover import ibnetdiscover
+from tablegen.durable import atomic_write
 from tablegen.errors import BadInput, RunFailed
 from tablegen.exports.outdir import check_out_file
 from tablegen.exports.infiniband.limits import MAX_UNICAST_LID, NO_PORT
@@ -552,12 +553,7 @@ def update(old_dir, new_dir, *, keep_logs: bool = False, max_paths: int = ib.MAX
         if discover is not None:
             t = time.perf_counter()
             text = ibnetdiscover(sub.client_env, scratch, timeout, sub.report)
-            tmp = discover.with_name(f".{discover.name}.tmp")
-            with open(tmp, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, discover)
+            atomic_write(discover, text)
             timings["ibnetdiscover_s"] = time.perf_counter() - t
         if trigger == "hup":
             sub.install(live)

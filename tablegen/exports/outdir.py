@@ -31,6 +31,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tablegen.durable import fsync_dir, fsync_file
 from tablegen.errors import BadInput
 
 # What marks a directory as fabroute's own output, which a new run may replace: the manifest,
@@ -200,20 +201,8 @@ def fsync_tree(d: Path) -> None:
     """fsync every file and directory below ``d`` (directories after their entries)."""
     for root, dirs, files in os.walk(d, topdown=False):
         for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(root)
-
-
-def _fsync_dir(path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            fsync_file(os.path.join(root, name))
+        fsync_dir(root)
 
 
 def _alive(pid: int) -> bool:
@@ -304,7 +293,7 @@ def replaced_dir(out: Path, sync: bool = True, kind: str | None = None, force: b
             else:
                 tmp.rename(out)
             if sync:
-                _fsync_dir(out.parent)
+                fsync_dir(out.parent)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -23,14 +23,13 @@ a port to itself, a port beyond the switch's count) is refused in one line
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from tablegen.durable import atomic_write
 from tablegen.errors import BadInput
 
 FORMAT, VERSION = "fabroute-fabric", 1
@@ -189,16 +188,5 @@ class Fabric:
         return cls.from_dict(doc, str(path))
 
     def save(self, path) -> None:
-        """Write the file crash-safe: a temporary sibling, fsync, one rename."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_dict(), f, indent=1)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Write the file crash-safe (:func:`tablegen.durable.atomic_write`)."""
+        atomic_write(path, json.dumps(self.to_dict(), indent=1) + "\n")
