@@ -438,3 +438,38 @@ def test_a_standby_adopts_the_decisions_a_switch_holds():
     fresh.decisions.ugal.share[u, k1] = 0
     assert fresh.adopt(u, stats_of(held.flows, master.cookie)) == 1      # k0 only
     assert fresh.decisions.ugal.share[u, k1] == 0
+
+
+def test_statistics_of_a_real_switch_are_read_on_its_own_port_numbers():
+    """A mapped switch (issue 26) reports its ports under its own numbers: the estimator
+    files each under the planned port it is cabled as, so an overloaded port moves the same
+    decisions as on the plan's numbering, and a spare port is ignored."""
+    from emulation.mininet.topo import random_wiring
+    from tablegen.routing.adaptive import AdaptiveParams
+
+    ts = ts_of("dragonfly:p=2,a=4,h=2", "ugal-l")
+    topo = ts.topo
+    wiring = random_wiring(topo, seed=4, leave_out=0)
+    real = Fabric(ts, ports={s: dict(wiring.ports[s]) for s in range(topo.n_switches)})
+    plain = Fabric(ts)
+    u = 0
+    for fab in (real, plain):
+        fab.adapt(AdaptiveParams(), poll=1.0, link_bps=8e6)
+        j = int(fab.decisions.ugal.j_min[u, 5])
+        for t, scale in ((0.0, 0), (1.0, 1)):
+            for s in range(topo.n_switches):
+                sent = np.full(topo.radix, 100_000.0) * scale
+                drops = np.zeros(topo.radix)
+                if s == u:
+                    sent[j], drops[j] = 1_000_000 * scale, 500 * scale
+                stats = port_stats(topo, s, sent, drops)
+                if fab is real:
+                    for x in stats:
+                        x.port_no = wiring.port(s, x.port_no)
+                    stats.append(SimpleNamespace(port_no=99, tx_bytes=10**9, tx_packets=10**6,
+                                                 tx_dropped=10**4))     # not in the map
+                fab.decisions.stats(s, t, stats)
+    assert any(wiring.port(u, p) != p for p in wiring.ports[u])
+    got, want = real.decisions.decide(1.0)[0], plain.decisions.decide(1.0)[0]
+    assert set(got) == set(want) == {u}
+    assert sorted(map(str, got[u])) == sorted(map(str, want[u]))

@@ -65,7 +65,12 @@ class Decisions:
 
     # -- statistics in -------------------------------------------------------------------------
     def _index(self, switch: int, port_no: int) -> int | None:
-        j = int(port_no) - int(self.topo.hosts[switch]) - 1
+        """The network port index of the datapath's ``port_no`` (its own number on a real
+        switch, mapped back to the plan's); ``None`` for a host or unused port."""
+        planned = self.fabric.plan_port(switch, int(port_no))
+        if planned is None:
+            return None
+        j = planned - int(self.topo.hosts[switch]) - 1
         return j if 0 <= j < self.topo.radix and self.topo.adj[switch, j] >= 0 else None
 
     def port_speeds(self, switch: int, ports) -> None:

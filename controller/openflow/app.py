@@ -91,10 +91,8 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         self._dps: dict[int, object] = {}     # map mode: every connection, mapped or not
         self._discovering: set[int] = set()   # datapaths waiting for the map
         if self.learner is not None:
-            if self.learner.assignment is not None:
-                self.learner.failed(self._links)
-                self.fabric = self.learner.fabric(self._links.target(),
-                                                  fast_failover=self.fabric.fast_failover)
+            if self.learner.assignment is not None:     # --fabric FILE: mapped already
+                self.fabric = self._mapped_fabric()
             hub.spawn(self._lldp_loop)
         self._log = None
         if self.fabric is not None and self.fabric.decisions is not None:

@@ -46,7 +46,7 @@ def fabric_of(table_set, adaptive: dict | None = None, fast_failover: bool = Fal
     ``link_bps``, ``split_bits``, ``hysteresis``, ``view``): UGAL-L tables get adaptive
     decisions; other routings have none to make.  ``learner``
     (:class:`controller.openflow.learn.Learner`): real switches, mapped by LLDP or a fabric
-    file (adaptive decisions are not offered there)."""
+    file (the decisions read their statistics on the switches' own port numbers)."""
 
     from controller.openflow.fabric import Fabric
     from tablegen.exports.openflow import SPLIT_BITS
@@ -60,9 +60,6 @@ def fabric_of(table_set, adaptive: dict | None = None, fast_failover: bool = Fal
                             fast_failover=fast_failover, profile=profile)
     except NotExpressible as e:
         raise BadInput(f"controller: {e}") from None
-    if learner is not None and adaptive is not None and fabric.plan_.decide is not None:
-        raise BadInput("controller: --lldp/--fabric serve real switches with static "
-                       "decisions only; expected --static with UGAL-L tables")
     if adaptive is not None and fabric.plan_.decide is not None:
         params = AdaptiveParams(split_bits=adaptive["split_bits"],
                                 hysteresis=adaptive["hysteresis"],

@@ -98,6 +98,16 @@ class LldpMixin:
             except Exception:        # never the end of LLDP; logged (rate-limited)
                 self.logger.exception("LLDP round failed")
 
+    def _mapped_fabric(self):
+        """The fabric of the map: the mapped datapaths, the tables without the planned cables
+        the cabling lacks, the adaptive UGAL-L settings of the fabric it replaces."""
+        old = self.fabric
+        self.learner.failed(self._links)
+        new = self.learner.fabric(self._links.target(), fast_failover=old.fast_failover)
+        if old.adapted is not None and new.plan_.decide is not None:
+            new.adapt(*old.adapted)
+        return new
+
     def _map(self):
         """The cabling has settled: map it, serve the mapped datapaths their programs
         (degraded where cables are missing), refuse the others in one line each."""
@@ -112,9 +122,7 @@ class LldpMixin:
                             "extra %d cables; failed links %s", len(a.switch), a.by,
                             len(act["missing"]), len(act["moved"]), len(act["extra"]),
                             a.failed_pairs() or "none")
-        self.learner.failed(self._links)
-        self.fabric = self.learner.fabric(self._links.target(),
-                                          fast_failover=self.fabric.fast_failover)
+        self.fabric = self._mapped_fabric()
         for d in sorted(self._discovering):
             dp = self._dps[d]
             st = self.fabric.connected(d, dp)

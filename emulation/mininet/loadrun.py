@@ -45,11 +45,13 @@ def controller_args(adaptive: dict | None, link_mbit: float, decisions: Path) ->
 
 def run_load(ts: TableSet, phases: list[tuple[str, float]], *, load: float, link_mbit: float,
              adaptive: dict | None, hosts_per_switch: int | None = None, seed: int = 1,
-             payload: int = 1400, tls: bool = False, log=print) -> dict:
+             payload: int = 1400, tls: bool = False, wiring=None, log=print) -> dict:
     """Run ``phases`` (``[(traffic, seconds)]``) at ``load`` × ``link_mbit`` per host on the
-    emulated fabric of ``ts``; returns the JSON-ready report (module doc).  Tables the
-    OpenFlow pipeline cannot express are :class:`~tablegen.errors.BadInput` before anything
-    starts."""
+    emulated fabric of ``ts``; returns the JSON-ready report (module doc).  ``wiring``
+    (:class:`~emulation.mininet.topo.Wiring`, no cable left out): switches with other
+    datapath ids and port numbers, given to the controller as ``--fabric`` (its inventory
+    file).  Tables the OpenFlow pipeline cannot express are
+    :class:`~tablegen.errors.BadInput` before anything starts."""
     split = (adaptive or {}).get("split_bits", SPLIT_BITS)
     try:
         plan(ts, split)
@@ -64,11 +66,15 @@ def run_load(ts: TableSet, phases: list[tuple[str, float]], *, load: float, link
         decided = ts.routing == "ugal-l" and adaptive is not None
         port = free_port()
         pki_dir, ovs_tls = run_pki(d, topo) if tls else (None, None)
-        ctl = Controller(d / "tables", port, d, tls=pki_dir,
-                         args=tuple(controller_args(adaptive, link_mbit, d / "decisions.jsonl")))
+        args = controller_args(adaptive, link_mbit, d / "decisions.jsonl")
+        if wiring is not None:
+            wiring.fabric(topo).save(d / "inventory.json")
+            args += ["--fabric", str(d / "inventory.json")]
+        ctl = Controller(d / "tables", port, d, tls=pki_dir, args=tuple(args))
         try:
             with emulate(topo, controller_port=port, hosts_per_switch=hosts_per_switch,
-                         prefix=PREFIX, tls=ovs_tls, link_mbit=link_mbit) as fnet:
+                         prefix=PREFIX, tls=ovs_tls, link_mbit=link_mbit,
+                         wiring=wiring) as fnet:
                 log(f"net up: {topo.n_switches} switches, {len(fnet.host_ids)} hosts, links "
                     f"{link_mbit:g} Mbit/s; waiting for the controller to verify every switch…")
                 verified_after = ctl.wait_verified(topo.n_switches)
