@@ -23,6 +23,7 @@ from tablegen.fabrics.fabric import Fabric as Cabled
 from tablegen.fabrics.fabric import norm_id
 from tablegen.routing.build import build_tables
 from tablegen.topologies.spec import build
+from clock import Clock
 from test_controller import stats_of
 
 
@@ -71,13 +72,6 @@ def test_the_lldp_entry_sends_whole_frames_and_reads_back_equal():
 
 
 # -- cabling -------------------------------------------------------------------------------------
-class Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
 
 def test_cabling_learns_cables_hosts_and_moves():
     clock = Clock()
