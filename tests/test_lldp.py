@@ -24,6 +24,7 @@ from tablegen.fabrics.fabric import norm_id
 from tablegen.routing.build import build_tables
 from tablegen.topologies.spec import build
 from clock import Clock
+from refusal import refusal
 from test_controller import stats_of
 
 
@@ -241,13 +242,7 @@ def test_a_cabling_that_does_not_fit_is_one_line_and_no_map():
 ])
 def test_controller_refuses_contradicting_options(tmp_path, capsys, args, what):
     args = [a if a != "x.json" else str(tmp_path / a) for a in args]
-    try:
-        code = main(["controller", str(tmp_path), *args])
-    except SystemExit as e:          # argparse's refusal of an option's value
-        code = e.code
-    assert code == 2
-    err = capsys.readouterr().err
-    assert what in err and err.count("\n") == 1
+    assert what in refusal(["controller", str(tmp_path), *args], capsys)
 
 
 @pytest.mark.parametrize("profile", ["ovs", "standard"])
