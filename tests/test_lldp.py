@@ -16,7 +16,6 @@ from controller.openflow.learn import Learner
 from controller.openflow.lldp import DISCOVER_FLOW, LLDP_FLOW, Cabling, frame, parse
 from controller.openflow.portmap import assign, translate
 from controller.openflow.update import Links, Update
-from fabroute.cli import main
 from tablegen.exports.openflow import T_EGRESS, T_INGRESS, host_macs, plan, program
 from tablegen.fabrics.cabled import cabled
 from tablegen.fabrics.fabric import Fabric as Cabled
