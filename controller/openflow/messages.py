@@ -188,8 +188,8 @@ def canon_group(g: Group) -> tuple:
     """``group id`` and ``(type, buckets)``; a bucket is its weight (SELECT) or watched port
     (FAST_FAILOVER) and its actions."""
     kind = ofp.OFPGT_FF if g.kind == "ff" else ofp.OFPGT_SELECT
-    return g.group_id, (kind, tuple(
-        (int(w), tuple(_canon_action(a) for a in actions(acts))) for w, acts in g.buckets))
+    return g.group_id, _cached(_canon_inst, ("g", kind, g.buckets), lambda: (kind, tuple(
+        (int(w), tuple(_canon_action(a) for a in actions(acts))) for w, acts in g.buckets)))
 
 
 def canon_stats_group(st) -> tuple:

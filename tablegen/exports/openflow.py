@@ -23,6 +23,7 @@ IPv4 address matches, and no group at all.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -439,14 +440,22 @@ def decision_flow(p: Plan, k: int, block: int, proto: int, nonmin: bool) -> Flow
     belongs to no version and no table set: a two-phase update flips only table 0's few
     stamps, and a decision is a MODIFY between two verified classes that holds in both."""
     d = p.decide
-    value, mask = d["blocks"][block]
     prefix, pmask = ((p.grp_prefix[k], GROUP_MASK) if d["keys"] == "group"
                      else (p.sw_prefix[k], SWITCH_MASK))
-    if d["field"] == "ipv4_src":
+    return _decision_flow(prefix, pmask, *d["blocks"][block], d["field"], d["shift"],
+                          proto, bool(nonmin))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _decision_flow(prefix: str, pmask: str, value: int, mask: int, field: str, shift: int,
+                   proto: int, nonmin: bool) -> Flow:
+    # one object per distinct entry: every table set of a fabric (each repair a live update
+    # prepares, every switch toward the same key) shares it, and so the caches keyed by it
+    if field == "ipv4_src":
         split = ("ipv4_src", (ip_str(value), ip_str(mask)))
     else:
         split = ("udp_src" if proto == IPPROTO_UDP else "tcp_src",
-                 (value << d["shift"], mask << d["shift"]))
+                 (value << shift, mask << shift))
     m = (TAGGED, ("eth_type", ETH_IPV4), ("ip_proto", proto),
          ("eth_dst", (prefix, pmask)), split)
     return Flow(T_DECIDE, DECIDE_PRIORITY, m, (("goto_table", T_CHOICE if nonmin else T_ARRIVE),))
