@@ -60,6 +60,9 @@ def add_parsers(sub) -> None:
                    "takes over (MASTER with a newer generation) when the heartbeat stops")
     g.add_argument("--peer", metavar="HOST:PORT", help="the heartbeat: the master listens "
                    "there, the standby connects to it")
+    g.add_argument("--serve-peer", metavar="HOST:PORT", help="--role standby: once it has "
+                   "taken over, it serves its own heartbeat there, so a new standby can stand "
+                   "by it (default: none)")
     g.add_argument("--generation", type=generation_option, default=1, metavar="N",
                    help="--role master: the generation id it claims (default 1; a standby "
                    "that took over claims a newer one, which makes this one stale)")
@@ -173,7 +176,7 @@ def cmd_controller(args) -> int:
         Path(args.decisions) if args.decisions else None,
         Path(args.control) if args.control else None, args.drain, not args.no_link_repair,
         args.fast_failover, profile_of(Path(args.dir)), learner, args.prepare_mib,
-        roles, args.peer)
+        roles, args.peer, args.serve_peer)
     return 0
 
 
@@ -181,17 +184,22 @@ def _roles(args):
     """The controller's :class:`~controller.openflow.roles.Roles` (``None`` without
     ``--role``); bad input for a half-given or unsupported combination."""
     if args.role is None:
-        if args.peer or args.generation != 1:
-            raise BadInput("controller: --peer and --generation go with --role; expected "
-                           "--role master or --role standby")
+        if args.peer or args.serve_peer or args.generation != 1:
+            raise BadInput("controller: --peer, --serve-peer and --generation go with --role; "
+                           "expected --role master or --role standby")
         return None
     if not args.peer:
         raise BadInput(f"controller: --role {args.role} needs --peer HOST:PORT (the "
                        "heartbeat between master and standby)")
-    host, sep, port = args.peer.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BadInput(f"controller: --peer {args.peer!r}; expected HOST:PORT, e.g. "
-                       "127.0.0.1:6700")
+    for opt in ("peer", "serve_peer"):
+        text = getattr(args, opt)
+        host, sep, port = (text or "h:1").rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise BadInput(f"controller: --{opt.replace('_', '-')} {text!r}; expected "
+                           "HOST:PORT, e.g. 127.0.0.1:6700")
+    if args.serve_peer and args.role != "standby":
+        raise BadInput("controller: --serve-peer is a standby's heartbeat once it has taken "
+                       "over; a master serves its own on --peer (expected --role standby)")
     if args.role == "standby" and args.generation != 1:
         raise BadInput("controller: --generation is the master's claim; a standby learns it "
                        "from the heartbeat (expected no --generation with --role standby)")

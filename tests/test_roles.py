@@ -150,6 +150,9 @@ def test_heartbeat_over_sockets_and_takeover_when_the_master_dies():
     (["--role", "master", "--peer", "h:1", "--lldp"], "no --lldp"),
     (["--role", "master", "--peer", "h:1", "--generation", str(1 << 64)], "generation id"),
     (["--role", "equal", "--peer", "h:1"], "invalid choice"),
+    (["--serve-peer", "127.0.0.1:6701"], "go with --role"),
+    (["--role", "master", "--peer", "h:1", "--serve-peer", "h:2"], "expected --role standby"),
+    (["--role", "standby", "--peer", "h:1", "--serve-peer", "6701"], "--serve-peer '6701'"),
 ])
 def test_controller_refuses_half_given_roles(tmp_path, capsys, args, what):
     assert what in refusal(["controller", str(tmp_path), *args], capsys)

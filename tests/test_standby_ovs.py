@@ -1,8 +1,9 @@
 """Two real controllers on real Open vSwitch bridges (userspace datapath) under Mininet: the
 master killed with SIGKILL under the probe stream, the standby taking over without a lost
 probe or a flow-mod, a link then repaired by the new master, and the old master, started
-again with its old generation, refused by every switch it claims as stale
-(``emulation/mininet/standbyrun.py``; docs/openflow.md, *Standby controller*)."""
+again with its old generation, refused by every switch it claims as stale, and at last
+started as the new master's standby (``emulation/mininet/standbyrun.py``; docs/openflow.md,
+*Standby controller*)."""
 
 from __future__ import annotations
 
@@ -37,5 +38,9 @@ def test_standby_takes_over_from_a_killed_master_and_repairs_a_link():
     assert d["state"] == "deposed" and d["switches"] == {"slave": n}
     assert d["stale_refusals"] >= 1 and d["stale_errors_logged"] == d["stale_refusals"]
     assert d["flow_mods"] == 0
+    # started again as the standby of the new master (its --serve-peer): SLAVE, no write
+    s = rep["new_standby"]
+    assert s["state"] == "standby" and s["master_heard"] and s["known"] == 2
+    assert s["switches"] == {"slave": n} and s["verified"] == n and s["flow_mods"] == 0
     assert rep["controller"]["verified"] == n and rep["controller"]["openflow_errors"] == 0
     assert rep["ok"]

@@ -178,7 +178,8 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         decisions: Path | None = None, control: Path | None = None,
         drain: float | None = None, repair_links: bool = True,
         fast_failover: bool = False, profile: str = "ovs", learner=None,
-        prepare_mib: int | None = None, roles=None, peer: str | None = None) -> None:
+        prepare_mib: int | None = None, roles=None, peer: str | None = None,
+        serve_peer: str | None = None) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
     SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
     :class:`controller.tls.Pki`) is given; UGAL-L with adaptive decisions (``adaptive``, see
@@ -191,7 +192,8 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     at most ``prepare_mib`` MiB of repairs made ready while idle
     (:class:`controller.openflow.prepared.Prepared`; 0: none); one of two controllers when
     ``roles`` (:class:`controller.openflow.roles.Roles`) is given: a master sends its
-    heartbeat on ``peer`` (``host:port``, bound here), a standby watches the master's there.
+    heartbeat on ``peer`` (``host:port``, bound here), a standby watches the master's there
+    and, once it has taken over, serves its own on ``serve_peer`` (bound here, at start).
     Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
     fabric = fabric_of(table_set, adaptive, fast_failover, profile, learner)
     host, _, port = listen.rpartition(":")
@@ -200,6 +202,7 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     beats = None
     if roles is not None and roles.state == "master":
         beats = bind(*_host_port(peer), "--peer")
+    later_beats = bind(*_host_port(serve_peer), "--serve-peer") if serve_peer else None
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
     # eventlet's import-time notice ("Eventlet is deprecated", nine lines on stderr) is for
     # os-ken's maintainers, not for the operator reading the controller's log
@@ -240,6 +243,8 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     FabrouteApp.roles = roles
     if roles is not None:
         FabrouteApp.peer = GreenSocket(beats) if beats is not None else _host_port(peer)
+        if later_beats is not None:
+            FabrouteApp.serve_peer = GreenSocket(later_beats)
     if drain is not None:
         FabrouteApp.drain = drain
     if prepare_mib is not None:

@@ -38,6 +38,7 @@ TAKEOVER_VERIFY_S = 30   # a takeover waits at most this long for every switch v
 class RoleMixin:
     roles = None          # controller.openflow.roles.Roles, set by the launcher
     peer = None           # master: the heartbeat's listening socket; standby: (host, port)
+    serve_peer = None     # standby: the listening socket of its heartbeat once it is master
     _adopting: frozenset | set = frozenset()    # a new master's switches not read yet
 
     def _start_roles(self) -> None:
@@ -183,6 +184,9 @@ class RoleMixin:
             self._ask_role(st.conn)
             self._read(st.conn)
         self._write_status()
+        if self.serve_peer is not None:         # a new standby may stand by this master
+            hub.spawn(heartbeat_server, self.serve_peer, self._beat, hub.spawn, hub.sleep,
+                      alive=self.roles.may_write)
         hub.spawn(self._after_takeover, time.monotonic())
 
     def _after_takeover(self, t0: float) -> None:

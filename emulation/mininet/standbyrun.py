@@ -76,19 +76,20 @@ def run_standby(ts: TableSet, link: tuple[int, int] | None = None, *, rate: floa
     with tempfile.TemporaryDirectory(prefix="fabroute-standby-") as tmp:
         d = Path(tmp)
         write_table_set(ts, verify(ts), d / "tables", ("openflow",))
-        p1, p2, hb = free_port(), free_port(), free_port()
+        p1, p2, hb, hb2 = free_port(), free_port(), free_port(), free_port()
         master_args = ("--static", "--role", "master", "--peer", f"127.0.0.1:{hb}")
         ctls = [Controller(d / "tables", p1, d, name="master", args=master_args,
                            prepare_mib=prepare_mib)]
         try:
             time.sleep(0.5)            # the master's heartbeat listens before the standby looks
             ctls.append(Controller(d / "tables", p2, d, name="standby", args=(
-                "--static", "--role", "standby", "--peer", f"127.0.0.1:{hb}"),
+                "--static", "--role", "standby", "--peer", f"127.0.0.1:{hb}",
+                "--serve-peer", f"127.0.0.1:{hb2}"),
                 prepare_mib=prepare_mib))
             master, standby = ctls
             with emulate(topo, controller_port=p1, standby_port=p2, prefix=PREFIX) as fnet:
                 return _run(ts, fnet, master, standby, ctls, link, rate, down_s, log,
-                            (d, p1, master_args), prepare_mib != 0)
+                            (d, p1, master_args, hb2), prepare_mib != 0)
         finally:
             for c in ctls:
                 c.stop()
@@ -135,7 +136,7 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart,
     fail = stream.report(t_ref=t_down)
     counters = _delta(c0, _counters())
     log("the old master comes back with its old generation")
-    d, p1, master_args = restart
+    d, p1, master_args, hb2 = restart
     deposed = Controller(d / "tables", p1, d, name="deposed", args=master_args)
     ctls.append(deposed)
     deposed.wait_for(lambda s: _role(s).get("state") == "deposed"
@@ -144,6 +145,15 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart,
     time.sleep(0.5)
     dep, after = deposed.status(), standby.status()
     stale_logged = deposed.log_tail(10 ** 6).count("OFPET_ROLE_REQUEST_FAILED/OFPRRFC_STALE")
+    deposed.stop()
+    log("the old master started again as the new master's standby")
+    again = Controller(d / "tables", p1, d, name="new-standby", args=(
+        "--static", "--role", "standby", "--peer", f"127.0.0.1:{hb2}"))
+    ctls.append(again)
+    new_sb = again.wait_for(lambda s: _role(s).get("master_heard")
+                            and _role(s).get("switches") == {"slave": n}
+                            and s.get("verified") == n, 60,
+                            "the new standby reading every switch as SLAVE")
 
     def ms(t):
         return round((t - wall_down) * 1e3, 1)
@@ -171,6 +181,11 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart,
                               "stale_errors_logged": stale_logged,
                               "switches": _role(dep).get("switches"),
                               "flow_mods": _mods(dep)},
+           "new_standby": {"state": _role(new_sb).get("state"),
+                           "known": _role(new_sb).get("known"),
+                           "master_heard": bool(_role(new_sb).get("master_heard")),
+                           "switches": _role(new_sb).get("switches"),
+                           "verified": new_sb.get("verified"), "flow_mods": _mods(new_sb)},
            "controller": {"verified": after.get("verified"), "failed": after.get("failed"),
                           "cookie": after.get("cookie"),
                           "openflow_errors": sum(s["errors"] for s in
@@ -184,6 +199,8 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart,
                       or fail["last_lost_ms"] <= in_force + IN_FORCE_SLACK_MS)
                  and rep["deposed_master"]["stale_refusals"] >= 1
                  and rep["deposed_master"]["flow_mods"] == 0
+                 and rep["new_standby"]["state"] == "standby"
+                 and rep["new_standby"]["flow_mods"] == 0
                  and after.get("verified") == n and not counters.get("table_misses")
                  and rep["controller"]["openflow_errors"] == 0)
     if not rep["ok"]:
