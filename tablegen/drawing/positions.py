@@ -27,6 +27,9 @@ Layouts, each the paper's figure:
 * anything else (DSN-x, DLN-x, a family added later, a topology whose labels do not fit
   its family's layout): the switches on a circle in id order.  This never fails.
 
+Sizes (``q``, ``g``, ``p``, ...) are read from the switches' labels, not from the name's
+parameters, so a topology read from an older table directory is placed alike.
+
 Complexity: O(N + L + H) time and memory for N switches, L cables and H hosts.
 """
 
@@ -182,7 +185,7 @@ def _slimfly(topo: Topology):
     """Slim Fly: subgraph ``s`` left (0) or right (1), group ``x`` its column, router ``y``
     its row; a column bends into an arc (chords for the intra-group cables), a row into a
     shallow curve (distinct cables between the subgraphs).  O(N)."""
-    q = int(topo.params["q"])
+    q = int(topo.labels[:, 2].max()) + 1
     s, x, y = (topo.labels[:, i].astype(float) for i in range(3))
     gap = 1.5       # columns between the subgraphs: room for their cables to fan out
     cx = x + s * (q + gap)
@@ -201,7 +204,7 @@ def _slimfly(topo: Topology):
 def _dragonfly(topo: Topology):
     """Dragonfly: group ``G`` at angle ``2πG/g`` on the unit circle (clockwise from the
     top), its ``a`` routers on a circle of radius ``0.45 sin(π/g)`` around it.  O(N)."""
-    g, a = int(topo.params["g"]), int(topo.params["a"])
+    g, a = (int(v) + 1 for v in topo.labels.max(axis=0)[:2])
     G, r = topo.labels[:, 0].astype(float), topo.labels[:, 1].astype(float)
     phi = 2 * math.pi * G / g - math.pi / 2
     small = 0.45 * math.sin(math.pi / g)
@@ -218,7 +221,7 @@ def _dragonfly(topo: Topology):
 def _dsnf(topo: Topology):
     """DSN-F: node ``{l, 0, s}`` at position ``s·p + l - 1`` of ``p·2^p`` around the ring
     (clockwise from the top), layer ``k`` at radius ``1 + 0.18 k``.  O(N)."""
-    p = int(topo.params["p"])
+    p = int(topo.labels[:, 0].max())
     lvl, k, s = (topo.labels[:, i].astype(float) for i in range(3))
     ring = p * 2 ** p
     ang = 2 * math.pi * (s * p + lvl - 1) / ring - math.pi / 2
@@ -237,7 +240,7 @@ def _torus(topo: Topology):
     """Torus: switch ``(i, j)`` at column ``i``, row ``j``; rows and columns bowed by a
     quarter of their pitch at the ends, so the wrap-around cable is a chord beside its
     ring, not on it.  O(N)."""
-    nx, ny = int(topo.params["x"]), int(topo.params["y"])
+    nx, ny = (int(v) + 1 for v in topo.labels.max(axis=0)[:2])
     i, j = topo.labels[:, 0].astype(float), topo.labels[:, 1].astype(float)
     bow_i = ((i - (nx - 1) / 2) / max((nx - 1) / 2, 1)) ** 2
     bow_j = ((j - (ny - 1) / 2) / max((ny - 1) / 2, 1)) ** 2
@@ -260,8 +263,12 @@ def _apart(raw: np.ndarray) -> bool:
     """Every position finite and no two switches on one spot (to 1e-9 of the figure)."""
     if not np.isfinite(raw).all():
         return False
-    span = float(np.ptp(raw, axis=0).max()) if len(raw) > 1 else 1.0
-    snapped = np.round(raw / max(span, 1e-300) * 1e9)
+    if len(raw) <= 1:
+        return True
+    span = float(np.ptp(raw, axis=0).max())
+    if span == 0:
+        return False
+    snapped = np.round(raw / span * 1e9)
     return len(np.unique(snapped, axis=0)) == len(raw)
 
 
