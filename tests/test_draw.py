@@ -207,3 +207,14 @@ def test_bad_spec_is_exit_2_and_nothing_written(tmp_path, capsys):
     assert main(["draw", "slimfly:q=6", "--out", str(tmp_path / "f.svg")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not list(tmp_path.iterdir())
+
+
+def test_a_table_directory_draws_its_topology(tmp_path, capsys):
+    d = tmp_path / "set"
+    assert main(["tables", "dsnf:n=16", "--routing", "min", "--formats", "json", "--out",
+                 str(d)]) == 0
+    capsys.readouterr()
+    assert main(["draw", str(d), "--json"]) == 0
+    from_dir = json.loads(capsys.readouterr().out)
+    assert main(["draw", "dsnf:n=16", "--json"]) == 0
+    assert from_dir == json.loads(capsys.readouterr().out)

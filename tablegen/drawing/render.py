@@ -75,10 +75,10 @@ def render(lay: Layout, path, fmt: str) -> None:
     for z, (kind, i) in enumerate(kinds):
         mine = lay.cable_kind == i
         colour = _colour(lay.family, kind, i)
-        alpha = 0.45 if length[mine].mean() > 0.25 else 0.9
+        alpha = 0.45 if np.median(length[mine]) > 0.25 else 0.9
         ax.add_collection(LineCollection(seg[mine], colors=colour, linewidths=lw,
                                          alpha=alpha, zorder=1 + z))
-        handles.append(Line2D([], [], color=colour, lw=2,
+        handles.append(Line2D([], [], color=colour, lw=2, alpha=alpha,
                               label=f"{lay.kind_text(kind)} ({int(mine.sum())})"))
     if lay.failed:
         fail = np.array(lay.failed)
