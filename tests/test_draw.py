@@ -134,6 +134,8 @@ def test_labels_that_do_not_fit_fall_back_to_the_circle():
     assert lay.style == "circle"
     assert len(np.unique(np.round(lay.xy, 6), axis=0)) == topo.n_switches
     assert len(lay.cables) == len(topo.links)
+    narrow = dataclasses.replace(build("dsnf:n=32"), labels=np.zeros((32, 1), dtype=np.int32))
+    assert layout(narrow).style == "circle"
 
 
 def test_hosts_sit_beside_their_switch(drawn):

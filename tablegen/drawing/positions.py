@@ -78,7 +78,8 @@ class Layout:
         cable_kind: ``int64[L]`` index into :attr:`kinds` of every cable.
         kinds: the topology's cable kinds (``Topology.kind_names``).
         group: ``int64[N]`` the group of every switch (``Topology.group``).
-        labels: names of the label fields and ``int[N, ·]`` every switch's label.
+        label_names, labels: the names of the label fields and every switch's label
+            (``int[N, len(label_names)]``).
         groups: ``{"id", "label", "x", "y"}`` where each group's name goes (none for
             families without groups).
         subgraphs: ``{"label", "x", "y"}`` names of larger parts (Slim Fly's subgraphs).
@@ -159,7 +160,10 @@ def layout(topo: Topology, hosts: bool = False) -> Layout:
     centre).  Falls back to the circle when a family's layout cannot place every switch
     apart (never raises for a valid topology).  O(N + L + H)."""
     place = _FAMILIES.get(topo.kind)
-    raw, groups, subgraphs, style = place(topo) if place is not None else (None, [], [], "")
+    try:
+        raw, groups, subgraphs, style = place(topo) if place else (None, [], [], "")
+    except (IndexError, ValueError):    # labels not of the family's shape (a hand-made file)
+        raw = None
     if raw is None or not _apart(raw):
         raw, groups, subgraphs, style = _circle(topo)
     fit = _fitter(raw)
