@@ -22,9 +22,11 @@ LAYERS = [
     ("tablegen.topology",),
     ("tablegen.topologies", "tablegen.fabrics", "tablegen.tables"),
     ("tablegen.routing",),
-    ("tablegen.verify", "tablegen.update", "tablegen.backup", "tablegen.analysis"),
+    ("tablegen.verify", "tablegen.update", "tablegen.backup", "tablegen.analysis",
+     "tablegen.drawing"),
     ("tablegen.exports",),
-    ("tablegen.cli", "tablegen.ib_cli", "tablegen.verify_cli", "tablegen.fabric_cli"),
+    ("tablegen.cli", "tablegen.ib_cli", "tablegen.verify_cli", "tablegen.fabric_cli",
+     "tablegen.draw_cli"),
     ("controller",),
     ("emulation", "simulator"),
     ("fabroute",),
@@ -109,7 +111,7 @@ def test_imports_flow_one_way(graph):
 
 
 def _command_line(module: str) -> bool:
-    return module.rsplit(".", 1)[-1] in ("cli", "ib_cli", "fabric_cli")
+    return module.rsplit(".", 1)[-1] in ("cli", "ib_cli", "fabric_cli", "draw_cli")
 
 
 def test_nothing_imports_the_front_door_or_a_command_line_below(graph):

@@ -36,6 +36,7 @@ BASE = {
     ("topology",): (["slimfly:q=5"], []),
     ("routings",): ([], []),
     ("reconcile",): (["nofile.json", "slimfly:q=5"], []),
+    ("draw",): (["slimfly:q=5"], ["--out", "fabric.svg"]),
     ("completion",): ([], []),
     ("tables",): (["slimfly:q=5"], ["--routing", "min", "--formats", "json", "--out", OUT]),
     ("verify",): ([SET], []),
