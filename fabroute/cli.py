@@ -150,8 +150,6 @@ def _add_completion(sub) -> None:
 
 
 def _cmd_completion(args) -> int:
-    from pathlib import Path
-
     if (args.shell is None) == (args.install is None):
         raise BadInput("completion: give a SHELL or --install PREFIX; expected one of them")
     if args.install is not None:
