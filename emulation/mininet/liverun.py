@@ -45,7 +45,7 @@ IN_FORCE_SLACK_MS = 20.0
 PREPARE_WAIT_S = 300.0     # the controller makes every single-cable repair ready first
 
 
-def _check(ts: TableSet) -> None:
+def check_expressible(ts: TableSet) -> None:
     try:
         plan(ts)
     except NotExpressible as e:
@@ -61,7 +61,7 @@ def _controller(d: Path, ts: TableSet, drain: float | None, ff: bool = False,
                       args=args + (("--drain", str(drain)) if drain is not None else ()))
 
 
-def _counters() -> dict:
+def ovs_counters() -> dict:
     """OpenFlow table misses summed over every bridge (a packet no entry of a table matched:
     dropped, which a consistent update never causes) and Open vSwitch's drop counters (the
     datapath dropping under load)."""
@@ -86,19 +86,19 @@ def _counters() -> dict:
     return {"table_misses": misses, **at, **drops}
 
 
-def _delta(a: dict, b: dict) -> dict:
+def counter_delta(a: dict, b: dict) -> dict:
     return {k: b[k] - a.get(k, 0) for k in b if b[k] - a.get(k, 0)}
 
 
 def _prepared(ts: TableSet, new_topo) -> tuple[TableSet, object]:
     """The verified tables of ``ts``'s routing on ``new_topo``; both sets must fit the
     OpenFlow pipeline (bad input otherwise, before anything starts)."""
-    _check(ts)
+    check_expressible(ts)
     new_ts, rep = same_routing(new_topo, ts)
     if not rep.ok:
         raise RunFailed(f"{ts.routing} on {new_topo.name()} fails verification: "
                         f"{rep.errors[0]}")
-    _check(new_ts)
+    check_expressible(new_ts)
     return new_ts, rep
 
 
@@ -152,7 +152,7 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
         old_hosts = list(fnet.host_ids)
         log(f"net up: {topo.n_switches} switches verified; probe stream on; growing "
             f"to {new_topo.n_switches} ({diff['order']['consistency']} update)")
-        c0 = _counters()
+        c0 = ovs_counters()
         with ProbeStream(fnet, default_pairs(old_hosts, STREAM_PAIRS),
                          rate=rate) as stream:
             time.sleep(1.0)
@@ -172,7 +172,7 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
             new_hosts = [h for h in fnet.host_ids if h not in set(old_hosts)]
             reach = reachable_after(fnet, new_hosts, t_programs)
             time.sleep(1.0)
-        counters = _delta(c0, _counters())
+        counters = counter_delta(c0, ovs_counters())
         rep = stream.report()
         after = ctl.status()
     return _report(ts, new_ts, rep, upd, after, times, {
@@ -211,12 +211,12 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
         # the repairs the controller makes ready while idle (controller/openflow/prepared.py)
         prepared = ctl.wait_for(lambda st: (st.get("prepared") or {}).get("complete"),
                                 PREPARE_WAIT_S, "the prepared repairs")["prepared"]
-        sp = _crossing(ts, fnet.host_ids, pairs) + default_pairs(fnet.host_ids,
+        sp = crossing_pairs(ts, fnet.host_ids, pairs) + default_pairs(fnet.host_ids,
                                                                  STREAM_PAIRS)
         sp = list(dict.fromkeys(sp))[:STREAM_PAIRS + 16]
         log(f"net up: {topo.n_switches} switches verified; probe stream on "
             f"({len(sp)} pairs); failing {pairs}")
-        c0 = _counters()
+        c0 = ovs_counters()
         with ProbeStream(fnet, sp, rate=rate) as stream:
             time.sleep(1.0)
             t_down = max(set_link(fnet, a, b, False) for a, b in pairs)
@@ -228,7 +228,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
             up = _wait_update(ctl, 2) if repair else None
             times["restored_s"] = time.monotonic() - t_up
             time.sleep(1.0)
-        counters = _delta(c0, _counters())
+        counters = counter_delta(c0, ovs_counters())
         rep = stream.report(t_ref=t_down)
         after = ctl.status()
     if not repair:
@@ -297,7 +297,7 @@ def run_transform(ts: TableSet, *, rate: float = 200.0, drain: float | None = No
     with _running(ts, new_ts, drain) as (d, ctl, fnet):
         log(f"net up: {n} switches verified; probe stream on; transforming to "
             f"{new_topo.name()}")
-        c0 = _counters()
+        c0 = ovs_counters()
         with ProbeStream(fnet, default_pairs(list(fnet.host_ids), STREAM_PAIRS),
                          rate=rate) as stream:
             time.sleep(1.0)
@@ -314,7 +314,7 @@ def run_transform(ts: TableSet, *, rate: float = 200.0, drain: float | None = No
                 raise RunFailed(f"controller update failed: {upd}\n{ctl.log_tail()}")
             times["done_s"] = time.monotonic() - t0
             time.sleep(1.0)
-        counters = _delta(c0, _counters())
+        counters = counter_delta(c0, ovs_counters())
         rep = stream.report(t_ref=t0)
         after = ctl.status()
 
@@ -331,7 +331,7 @@ def run_transform(ts: TableSet, *, rate: float = 200.0, drain: float | None = No
                and after.get("verified") == n and not counters.get("table_misses"))})
 
 
-def _crossing(ts: TableSet, hosts, pairs) -> list[tuple[int, int]]:
+def crossing_pairs(ts: TableSet, hosts, pairs) -> list[tuple[int, int]]:
     """Host pairs (first host of each switch) whose minimal path crosses a failed cable."""
     topo = ts.topo
     cut = {tuple(sorted(p)) for p in pairs}

@@ -25,10 +25,10 @@ from emulation.mininet.liverun import (
     IN_FORCE_SLACK_MS,
     PREPARE_WAIT_S,
     STREAM_PAIRS,
-    _check,
-    _counters,
-    _crossing,
-    _delta,
+    check_expressible,
+    counter_delta,
+    crossing_pairs,
+    ovs_counters,
 )
 from emulation.mininet.net import cleanup_leftovers, emulate, ensure_ovs
 from emulation.mininet.session import PREFIX
@@ -64,7 +64,7 @@ def run_standby(ts: TableSet, link: tuple[int, int] | None = None, *, rate: floa
     kill waits until they are, so the new master's repair is a prepared one."""
     from tablegen.topologies.failures import without_links
 
-    _check(ts)
+    check_expressible(ts)
     topo = ts.topo
     if link is None:
         link = (0, int(next(int(t) for t in topo.adj[0] if t >= 0)))
@@ -108,9 +108,9 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart,
                          PREPARE_WAIT_S, "the standby's prepared repairs")
     log(f"net up: {n} switches verified by the master in {t_verified:.1f} s; the standby "
         "holds every switch as SLAVE; probe stream on; kill -9 of the master")
-    pairs = list(dict.fromkeys(_crossing(ts, fnet.host_ids, [link])
+    pairs = list(dict.fromkeys(crossing_pairs(ts, fnet.host_ids, [link])
                                + default_pairs(fnet.host_ids, STREAM_PAIRS)))[:STREAM_PAIRS + 16]
-    c0 = _counters()
+    c0 = ovs_counters()
     with ProbeStream(fnet, pairs, rate=rate) as stream:
         time.sleep(1.0)
         t_kill, wall_kill = time.monotonic(), time.time()
@@ -134,7 +134,7 @@ def _run(ts, fnet, master, standby, ctls, link, rate, down_s, log, restart,
         up = standby.wait_for(lambda s: s.get("updates", 0) >= 2, 60, "the restore")["update"]
         time.sleep(1.0)
     fail = stream.report(t_ref=t_down)
-    counters = _delta(c0, _counters())
+    counters = counter_delta(c0, ovs_counters())
     log("the old master comes back with its old generation")
     d, p1, master_args, hb2 = restart
     deposed = Controller(d / "tables", p1, d, name="deposed", args=master_args)
