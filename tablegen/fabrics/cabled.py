@@ -23,7 +23,8 @@ class Cabled:
     its planned switch, ``port[id][fabric port]`` to the planned port number, ``host`` each
     host id to its planned host; ``removed`` lists planned cables left out and ``moved``
     planned cables whose end ``(planned switch, planned port)`` was plugged elsewhere
-    (``to``: fabric switch id, fabric port), as dicts."""
+    (``to``: fabric switch id, fabric port), as dicts; ``swapped`` pairs of planned cables
+    whose far ends were exchanged (``cables``: both, in plan numbers)."""
 
     fabric: Fabric
     switch: dict[str, int]
@@ -31,6 +32,7 @@ class Cabled:
     host: dict[str, int]
     removed: list[dict]
     moved: list[dict]
+    swapped: list[dict]
 
 
 def planned_cables(topo: Topology) -> list[tuple[int, int, int, int]]:
@@ -49,12 +51,14 @@ def planned_cables(topo: Topology) -> list[tuple[int, int, int, int]]:
 
 
 def cabled(topo: Topology, seed: int = 1, *, permute_ports: bool = True, spare: int = 2,
-           remove: int = 0, move: int = 0, source: str = "plan") -> Cabled:
+           remove: int = 0, move: int = 0, swap: int = 0, source: str = "plan") -> Cabled:
     """``topo`` cabled with random 64-bit switch and host ids, each switch's ports permuted
     (``permute_ports``), ``spare`` unused ports per switch, ``remove`` cables left out and
     ``move`` cables with one end moved to a spare port of another switch (never one already
-    next to the cable's other end).  Raises :class:`BadInput` when the plan has too few
-    cables or spare ports for that."""
+    next to the cable's other end), and ``swap`` pairs of cables ``s–t``, ``u–w`` cabled
+    as ``s–w``, ``u–t`` on the same ports (four distinct switches, neither new pair planned
+    next to each other): every switch keeps its planned degree.  Raises :class:`BadInput`
+    when the plan has too few cables or spare ports for that."""
     rng = np.random.default_rng(seed)
     n = topo.n_switches
     ids = _unique_ids(rng, n + topo.n_hosts)
@@ -72,7 +76,9 @@ def cabled(topo: Topology, seed: int = 1, *, permute_ports: bool = True, spare: 
     pick = rng.permutation(len(cables))
     gone = [cables[i] for i in pick[:remove]]
     shift = [cables[i] for i in pick[remove:remove + move]]
-    keep = [cables[i] for i in pick[remove + move:]]
+    pairs = _swap_pairs(topo, [cables[i] for i in pick[remove + move:]], swap)
+    crossed = {c for pair in pairs for c in pair}
+    keep = [cables[i] for i in pick[remove + move:] if cables[i] not in crossed]
     free = {s: [p for p in range(int(topo.hosts[s]) + topo.radix + 1, width[s] + 1)]
             for s in range(n)}
     fab_cables = [((sw_ids[s], fport(s, ps)), (sw_ids[t], fport(t, pt)))
@@ -89,6 +95,9 @@ def cabled(topo: Topology, seed: int = 1, *, permute_ports: bool = True, spare: 
         pw = free[w].pop(0)
         fab_cables.append(((sw_ids[s], fport(s, ps)), (sw_ids[w], fport(w, pw))))
         moved.append({"cable": [s, ps, t, pt], "end": [t, pt], "to": [sw_ids[w], fport(w, pw)]})
+    for (s, ps, t, pt), (u, pu, w, pw) in pairs:
+        fab_cables += [((sw_ids[s], fport(s, ps)), (sw_ids[w], fport(w, pw))),
+                       ((sw_ids[u], fport(u, pu)), (sw_ids[t], fport(t, pt)))]
     switches = {sw_ids[s]: {"name": f"switch-{s}", "ports": width[s]} for s in range(n)}
     off = topo.host_offset
     hosts, host_of = {}, {}
@@ -101,7 +110,32 @@ def cabled(topo: Topology, seed: int = 1, *, permute_ports: bool = True, spare: 
     return Cabled(fabric, {sw_ids[s]: s for s in range(n)},
                   {sw_ids[s]: {int(perm[s][p]): p + 1 for p in range(width[s])}
                    for s in range(n)},
-                  host_of, [{"cable": list(c)} for c in gone], moved)
+                  host_of, [{"cable": list(c)} for c in gone], moved,
+                  [{"cables": [list(a), list(b)]} for a, b in pairs])
+
+
+def _swap_pairs(topo: Topology, cables: list, swap: int) -> list:
+    """``swap`` disjoint pairs of ``cables``, first fitting first: two cables on four
+    distinct switches whose crossed pairs are not planned neighbours (so each crossed cable
+    is a wrong one, not a second planned one)."""
+    adj = [set(int(x) for x in row if x >= 0) for row in topo.adj]
+    pairs: list = []
+    used: set[int] = set()
+    for i, (s, _, t, _) in enumerate(cables):
+        if len(pairs) == swap:
+            break
+        if i in used:
+            continue
+        for j in range(i + 1, len(cables)):
+            u, _, w, _ = cables[j]
+            if (j not in used and len({s, t, u, w}) == 4 and w not in adj[s]
+                    and t not in adj[u]):
+                pairs.append((cables[i], cables[j]))
+                used |= {i, j}
+                break
+    if len(pairs) < swap:
+        raise BadInput(f"cabled: {swap} swapped cable pairs, only {len(pairs)} fit")
+    return pairs
 
 
 def _unique_ids(rng, count: int) -> list[str]:
