@@ -1,0 +1,252 @@
+"""Controller at scale (issue 27): install time and peak memory of ``fabroute controller``
+against the number of switches, side by side with ``ovs-ofctl`` loading the same exported
+program into the same bridges.
+
+    .venv/bin/python benchmarks/bench_scale.py [--case NAME ...] [--json FILE] [--plot PNG]
+
+Per case, in one run: the fabric's tables are built and written as ``fabroute tables`` does
+(with the ``openflow`` export); ``fabroute controller`` (os-ken) is started; the Mininet + Open
+vSwitch (userspace datapath) net is built with ``--hosts-per-switch`` hosts per switch and
+points every bridge at the controller; then
+
+1. **controller**: from ``net.start()`` (the one ``ovs-vsctl`` transaction creating the bridges,
+   the controller already listening) to the controller's status showing every switch verified
+   — connections, read-back, every flow- and group-mod, and the second read-back and compare;
+   the controller's peak RSS (``VmHWM``) and CPU seconds are read from ``/proc``;
+2. sampled host pairs probed and their exact switch path + VCs proven (per-flow counters);
+3. **ovs-ofctl**: the controller is detached from every bridge (``ovs-vsctl del-controller``,
+   one transaction; fail mode secure keeps the tables) and stopped, every bridge emptied
+   (one ``ovs-ofctl bundle`` "delete flows, delete groups" each), then per bridge
+   ``ovs-ofctl -O OpenFlow13 add-groups BR s<id>.groups`` (if any) and ``add-flows BR
+   s<id>.flows`` of the exported program — ``--ofctl-workers`` bridges at a time (1: one after
+   the other, as an operator's loop would);
+4. both end with the same flow and group counts in every bridge (checked), and the sampled
+   pairs are probed again on the files' tables.
+
+One JSON line per case on stdout (and appended to ``--json``); ``--plot`` draws install time
+(controller and ovs-ofctl) and the controller's peak RSS against switches from every line of
+the ``--json`` file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from emulation.mininet.ctl import Controller, free_port
+from emulation.mininet.net import clear_tables, emulate
+from emulation.mininet.pathcheck import sample_pairs
+from emulation.mininet.probes import Prober
+from emulation.mininet.session import _paths
+from tablegen.exports.files import write_table_set
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
+from tablegen.verify import verify
+
+CASES = {                # name: (SPEC, routing, hosts attached per switch)
+    "sf5-min": ("slimfly:q=5", "min", 1),
+    "sf7-min": ("slimfly:q=7", "min", 1),
+    "sf11-min": ("slimfly:q=11", "min", 1),
+    "sf13-min": ("slimfly:q=13", "min", 1),
+    "df264-min": ("dragonfly:p=4,a=8,h=4", "min", 1),
+    "sf13-val3h": ("slimfly:q=13", "val-3h", 1),
+    "sf5-val3h": ("slimfly:q=5", "val-3h", 1),
+}
+PREFIX = "k"             # bridge / host names of this benchmark's nets
+
+
+def proc_memory(pid: int) -> dict:
+    """Peak and current resident memory (MiB) and CPU seconds (user + system) of ``pid``."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmHWM", "VmRSS"):
+                out[k] = round(int(v.split()[0]) / 1024, 1)
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    out["cpu_s"] = round((int(fields[11]) + int(fields[12])) / tick, 2)
+    return {"peak_rss_mib": out["VmHWM"], "rss_mib": out["VmRSS"], "cpu_s": out["cpu_s"]}
+
+
+def table_counts(fnet) -> list[tuple[int, int]]:
+    """``(flows, groups)`` of every bridge, read with ``ovs-ofctl``."""
+    def one(br):
+        agg = fnet.ofctl("dump-aggregate", br)
+        flows = int(agg.split("flow_count=")[1].split()[0])
+        groups = sum(1 for x in fnet.ofctl("dump-groups", br).splitlines()
+                     if x.strip().startswith("group_id="))
+        return flows, groups
+    with ThreadPoolExecutor(4) as ex:
+        return list(ex.map(one, fnet.bridges))
+
+
+def ofctl_load(fnet, of_dir: Path, workers: int) -> float:
+    """``ovs-ofctl add-groups`` + ``add-flows`` of every switch's exported files into its
+    bridge, ``workers`` bridges at a time; returns the seconds."""
+    man = json.loads((of_dir / "manifest.json").read_text())
+
+    def one(sw):
+        br = fnet.bridges[sw["id"]]
+        if sw.get("groups"):
+            fnet.ofctl("add-groups", br, str(of_dir / sw["groups"]), timeout=600)
+        fnet.ofctl("add-flows", br, str(of_dir / sw["flows"]), timeout=600)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(one, man["switches"]))
+    return time.perf_counter() - t0
+
+
+def run_case(name: str, args, progress, task) -> dict:
+    spec, routing, hosts = CASES[name]
+    hosts = args.hosts_per_switch or hosts
+    t0 = time.perf_counter()
+    step = lambda what: progress.update(task, description=f"{name}: {what}")  # noqa: E731
+    step("tables")
+    ts = build_tables(build(spec), routing)
+    topo = ts.topo
+    row = {"case": name, "spec": topo.name(), "routing": routing,
+           "switches": topo.n_switches, "hosts_total": topo.n_hosts,
+           "prepare_mib": args.prepare_mib, "ofctl_workers": args.ofctl_workers}
+    with tempfile.TemporaryDirectory(prefix="fabroute-scale-") as tmp:
+        d = Path(tmp)
+        write_table_set(ts, verify(ts), d / "tables", ("openflow",))
+        port = free_port()
+        ctl = Controller(d / "tables", port, d, prepare_mib=args.prepare_mib)
+        try:
+            step("net build")
+            with emulate(topo, controller_port=port, hosts_per_switch=hosts,
+                         prefix=PREFIX) as fnet:
+                row["hosts_emulated"] = len(fnet.host_ids)
+                row["net_build_s"] = round(fnet.times["build"], 2)
+                row["bridges_created_s"] = round(fnet.times["ovs"], 2)
+                step("controller install + verify")
+                ctl.wait_verified(topo.n_switches, timeout=args.timeout)
+                row["controller_s"] = round(time.perf_counter() - fnet.started, 2)
+                row["controller"] = proc_memory(ctl.proc.pid)
+                per = ctl.status()["per_switch"].values()
+                row["flow_mods"] = sum(v["flow_mods"] for v in per)
+                row["group_mods"] = sum(v["group_mods"] for v in per)
+                if args.idle:
+                    # the repairs --prepare-mib makes ready while idle: their memory
+                    step(f"controller idle {args.idle:.0f} s (prepared repairs)")
+                    time.sleep(args.idle)
+                    row["controller_idle"] = proc_memory(ctl.proc.pid)
+                    row["prepared"] = ctl.status().get("prepared")
+                step("probes + path proofs (controller's tables)")
+                after_ctl = table_counts(fnet)
+                pairs = sample_pairs(fnet, args.samples, seed=args.seed)
+                with Prober(fnet) as prober:
+                    rep = prober.all_pairs(pairs=list(pairs))
+                    row["probes"] = {"pairs": rep.pairs, "delivered": rep.delivered}
+                    row["paths"] = _paths(fnet, ts, prober, pairs, 2, args.seed)
+                step("ovs-ofctl: detach, empty, load")
+                subprocess.run(["ovs-vsctl", "--timeout=120", *sum(
+                    (["--", "del-controller", b] for b in fnet.bridges), [])[1:]],
+                    check=True, capture_output=True)
+                ctl.stop()
+                clear_tables(fnet)
+                row["ofctl_s"] = round(ofctl_load(fnet, d / "tables" / "openflow",
+                                                  args.ofctl_workers), 2)
+                after_files = table_counts(fnet)
+                row["flows"] = sum(f for f, _ in after_files)
+                row["groups"] = sum(g for _, g in after_files)
+                row["same_counts"] = after_ctl == after_files
+                with Prober(fnet) as prober:
+                    rep = prober.all_pairs(pairs=list(pairs))
+                    row["probes_ofctl"] = {"pairs": rep.pairs, "delivered": rep.delivered}
+                step("teardown")
+        finally:
+            ctl.stop()
+    row["ratio"] = round(row["controller_s"] / row["ofctl_s"], 3)
+    p = row["paths"]
+    row["ok"] = (row["same_counts"] and row["probes"]["delivered"] == row["probes"]["pairs"]
+                 and row["probes_ofctl"]["delivered"] == row["probes_ofctl"]["pairs"]
+                 and p["path_mismatches"] == 0)
+    row["wall_s"] = round(time.perf_counter() - t0, 1)
+    return row
+
+
+def plot(rows: list[dict], out: Path) -> None:
+    """Install time (controller, ovs-ofctl) and controller peak RSS against switches."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax2 = ax.twinx()
+    for routing, mk in (("min", "o"), ("val-3h", "s")):
+        rs = sorted((r for r in rows if r["routing"] == routing), key=lambda r: r["switches"])
+        if not rs:
+            continue
+        sf = [r for r in rs if r["spec"].startswith("slimfly")]
+        other = [r for r in rs if not r["spec"].startswith("slimfly")]
+        for group, ls in ((sf, "-"), (other, "none")):
+            if not group:
+                continue
+            x = [r["switches"] for r in group]
+            lab = "" if group is sf else " (Dragonfly)"
+            ax.plot(x, [r["controller_s"] for r in group], marker=mk, ls=ls, color="C0",
+                    label=f"controller start→verified, {routing}{lab}")
+            ax.plot(x, [r["ofctl_s"] for r in group], marker=mk, ls=ls, color="C1",
+                    label=f"ovs-ofctl add-groups+add-flows, {routing}{lab}")
+            ax2.plot(x, [r["controller"]["peak_rss_mib"] for r in group], marker=mk, ls=ls,
+                     color="C2", label=f"controller peak RSS, {routing}{lab}")
+    ax.set_xlabel("switches (Slim Fly q = 5, 7, 11, 13; Dragonfly 264)")
+    ax.set_ylabel("install time (s)")
+    ax2.set_ylabel("controller peak RSS (MiB)", color="C2")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
+    ax.set_title("fabroute controller on Open vSwitch (userspace), MIN tables")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", action="append", choices=sorted(CASES))
+    ap.add_argument("--json", help="append one JSON line per case to this file")
+    ap.add_argument("--plot", help="PNG of every case in --json (after the runs)")
+    ap.add_argument("--hosts-per-switch", type=int, help="override the cases' hosts per switch")
+    ap.add_argument("--samples", type=int, default=12, help="host pairs probed and proven")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--prepare-mib", type=int, default=0,
+                    help="the controller's --prepare-mib (default 0, as in emulate)")
+    ap.add_argument("--idle", type=float, default=0.0,
+                    help="seconds to leave the controller idle after verify (prepared repairs)"
+                    " before reading its memory again")
+    ap.add_argument("--ofctl-workers", type=int, default=1,
+                    help="bridges ovs-ofctl loads at a time (default 1: sequential)")
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    args = ap.parse_args()
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    names = args.case or ([] if args.plot else list(CASES))
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  transient=True) as progress:
+        task = progress.add_task("", total=len(names))
+        for name in names:
+            row = run_case(name, args, progress, task)
+            print(json.dumps(row), flush=True)
+            progress.advance(task)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+    if args.plot:
+        if not args.json:
+            ap.error("--plot draws the cases of --json FILE")
+        rows = [json.loads(x) for x in Path(args.json).read_text().splitlines() if x.strip()]
+        plot(rows, Path(args.plot))
+
+
+if __name__ == "__main__":
+    main()
