@@ -173,6 +173,12 @@ def run_case(name: str, args, progress, task) -> dict:
                     rep = prober.all_pairs(pairs=list(pairs))
                     row["probes"] = {"pairs": rep.pairs, "delivered": rep.delivered}
                     row["paths"] = _paths(fnet, ts, prober, pairs, 2, args.seed)
+                if args.controller_only:
+                    step("teardown")
+                    row["ok"] = (row["probes"]["delivered"] == row["probes"]["pairs"]
+                                 and row["paths"]["path_mismatches"] == 0)
+                    row["wall_s"] = round(time.perf_counter() - t0, 1)
+                    return row
                 step("ovs-ofctl: detach, empty, load")
                 vsctl("del-controller", [[b] for b in fnet.bridges])
                 ctl.stop()
@@ -204,46 +210,49 @@ def run_case(name: str, args, progress, task) -> dict:
 
 
 def plot(rows: list[dict], out: Path) -> None:
-    """Install time (controller, ovs-ofctl) and controller peak RSS against switches."""
+    """Left: install time (controller, ovs-ofctl) and the controller's peak RSS against
+    switches; right: the same times per 1,000 flows installed.  Runs with ``--prepare-mib``
+    add only their RSS after the idle wait (a separate marker)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.6))
     ax2 = ax.twinx()
     for routing, mk in (("min", "o"), ("val-3h", "s")):
         rs = sorted((r for r in rows if r["routing"] == routing), key=lambda r: r["switches"])
-        if not rs:
-            continue
-        sf = [r for r in rs if r["spec"].startswith("slimfly")]
-        other = [r for r in rs if not r["spec"].startswith("slimfly")]
-        for group, ls in ((sf, "-"), (other, "none")):
+        plain = [r for r in rs if not r["prepare_mib"]]
+        for fam, ls, lab in (("slimfly", "-", "Slim Fly"), ("dragonfly", "none", "Dragonfly")):
+            group = [r for r in plain if r["spec"].startswith(fam)]
             if not group:
                 continue
             x = [r["switches"] for r in group]
-            lab = "" if group is sf else " (Dragonfly)"
-            ax.plot(x, [r["controller_s"] for r in group], marker=mk, ls=ls, color="C0",
-                    label=f"controller start→verified, {routing}{lab}")
-            ax.plot(x, [r["ofctl_s"] for r in group], marker=mk, ls=ls, color="C1",
-                    label=f"ovs-ofctl add-groups+add-flows ({group[0]['ofctl_workers']} "
-                    f"bridges at a time), {routing}{lab}")
-            if group is sf and len(group) > 1:
-                # through the origin and the largest fabric: points on or above it mean the
-                # curve bends down (at most linear)
-                big = group[-1]
-                ax.plot([0, big["switches"]], [0, big["controller_s"]], ls=":", color="grey",
-                        lw=1, label="linear through the largest Slim Fly")
+            tag = f"{lab} {routing.upper()}"
+            for axis, div in ((ax, None), (bx, "flows")):
+                y = lambda k: [r[k] / (r[div] / 1000 if div else 1) for r in group]  # noqa
+                axis.plot(x, y("controller_s"), marker=mk, ls=ls, color="C0",
+                          label=f"controller attach→verified, {tag}")
+                axis.plot(x, y("ofctl_s"), marker=mk, ls=ls, color="C1",
+                          label=f"ovs-ofctl add-groups+add-flows "
+                          f"({group[0]['ofctl_workers']} at a time), {tag}")
             ax2.plot(x, [r["controller"]["peak_rss_mib"] for r in group], marker=mk, ls=ls,
-                     color="C2", label=f"controller peak RSS, {routing}{lab}")
-    ax.set_xlabel("switches (Slim Fly q = 5, 7, 11, 13; Dragonfly 264)")
+                     color="C2", label=f"controller peak RSS, {tag}")
+        for r in (r for r in rs if r["prepare_mib"] and "controller_idle" in r):
+            ax2.plot([r["switches"]], [r["controller_idle"]["peak_rss_mib"]], marker="*",
+                     ms=11, ls="none", color="C3",
+                     label=f"peak RSS, --prepare-mib {r['prepare_mib']}, {r['case']}")
+    ax.set_xlabel("switches")
     ax.set_ylabel("install time (s)")
     ax2.set_ylabel("controller peak RSS (MiB)", color="C2")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax2.set_ylim(bottom=0)
+    bx.set_xlabel("switches")
+    bx.set_ylabel("install time per 1,000 flows (s)")
+    for axis in (ax, ax2, bx):
+        axis.set_xlim(left=0)
+        axis.set_ylim(bottom=0)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
-    ax.set_title("fabroute controller on Open vSwitch (userspace datapath)")
+    ax.set_title("install + verify on Open vSwitch (userspace datapath)")
+    bx.set_title("per 1,000 flows (flat: linear in the program's size)")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
@@ -266,6 +275,8 @@ def main() -> None:
     ap.add_argument("--sequential", action="store_true",
                     help="then empty the bridges again and load them one after the other too "
                     "(slow: each ovs-ofctl call waits for a main loop over every bridge)")
+    ap.add_argument("--controller-only", action="store_true",
+                    help="no ovs-ofctl loads (e.g. a run for the memory of --prepare-mib)")
     ap.add_argument("--timeout", type=float, default=1800.0)
     args = ap.parse_args()
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
