@@ -45,7 +45,7 @@ from emulation.mininet.ctl import Controller, free_port
 from emulation.mininet.net import clear_tables, emulate
 from emulation.mininet.pathcheck import sample_pairs
 from emulation.mininet.probes import Prober
-from emulation.mininet.session import _paths
+from emulation.mininet.session import _paths   # the path proofs of fabroute emulate
 from tablegen.errors import RunFailed
 from tablegen.exports.files import write_table_set
 from tablegen.routing.build import build_tables
@@ -125,6 +125,7 @@ def ofctl_load(fnet, of_dir: Path, workers: int) -> float:
 
 
 def run_case(name: str, args, progress, task) -> dict:
+    """One case (the module doc's steps); returns its JSON row."""
     spec, routing, hosts = CASES[name]
     hosts = args.hosts_per_switch or hosts
     t0 = time.perf_counter()
@@ -133,7 +134,7 @@ def run_case(name: str, args, progress, task) -> dict:
     ts = build_tables(build(spec), routing)
     topo = ts.topo
     row = {"case": name, "spec": topo.name(), "routing": routing,
-           "switches": topo.n_switches, "hosts_total": topo.n_hosts,
+           "switches": topo.n_switches, "hosts_total": topo.n_hosts, "hosts_per_switch": hosts,
            "prepare_mib": args.prepare_mib, "ofctl_workers": args.ofctl_workers}
     with tempfile.TemporaryDirectory(prefix="fabroute-scale-") as tmp:
         d = Path(tmp)
