@@ -226,16 +226,17 @@ def plot(rows: list[dict], out: Path) -> None:
             group = [r for r in plain if r["spec"].startswith(fam)]
             if not group:
                 continue
+            m = mk if fam == "slimfly" else "^"
             x = [r["switches"] for r in group]
             tag = f"{lab} {routing.upper()}"
             for axis, div in ((ax, None), (bx, "flows")):
                 y = lambda k: [r[k] / (r[div] / 1000 if div else 1) for r in group]  # noqa
-                axis.plot(x, y("controller_s"), marker=mk, ls=ls, color="C0",
+                axis.plot(x, y("controller_s"), marker=m, ls=ls, color="C0",
                           label=f"controller attach→verified, {tag}")
-                axis.plot(x, y("ofctl_s"), marker=mk, ls=ls, color="C1",
+                axis.plot(x, y("ofctl_s"), marker=m, ls=ls, color="C1",
                           label=f"ovs-ofctl add-groups+add-flows "
                           f"({group[0]['ofctl_workers']} at a time), {tag}")
-            ax2.plot(x, [r["controller"]["peak_rss_mib"] for r in group], marker=mk, ls=ls,
+            ax2.plot(x, [r["controller"]["peak_rss_mib"] for r in group], marker=m, ls=ls,
                      color="C2", label=f"controller peak RSS, {tag}")
         for r in (r for r in rs if r["prepare_mib"] and "controller_idle" in r):
             ax2.plot([r["switches"]], [r["controller_idle"]["peak_rss_mib"]], marker="*",
