@@ -313,6 +313,10 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
                 dp.send_msg(msg)
             dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
         self._write_status()
+        # os-ken's event loop takes queued events without yielding: with hundreds of switches
+        # reading back at once, comparing and repairing them back to back held the hub for
+        # over 5 s, and Open vSwitch dropped connections whose echo went unanswered
+        hub.sleep(0)
 
     # -- adaptive UGAL-L ------------------------------------------------------------------------
     def _poll_loop(self):
