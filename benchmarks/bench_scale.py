@@ -45,7 +45,7 @@ from emulation.mininet.ctl import Controller, free_port
 from emulation.mininet.net import clear_tables, emulate
 from emulation.mininet.pathcheck import sample_pairs
 from emulation.mininet.probes import Prober
-from emulation.mininet.session import _paths   # the path proofs of fabroute emulate
+from emulation.mininet.session import path_proofs
 from tablegen.errors import RunFailed
 from tablegen.exports.files import write_table_set
 from tablegen.routing.build import build_tables
@@ -173,7 +173,7 @@ def run_case(name: str, args, progress, task) -> dict:
                 with Prober(fnet) as prober:
                     rep = prober.all_pairs(pairs=list(pairs))
                     row["probes"] = {"pairs": rep.pairs, "delivered": rep.delivered}
-                    row["paths"] = _paths(fnet, ts, prober, pairs, 2, args.seed)
+                    row["paths"] = path_proofs(fnet, ts, prober, pairs, 2, args.seed)
                 if args.controller_only:
                     step("teardown")
                     row["ok"] = (row["probes"]["delivered"] == row["probes"]["pairs"]

@@ -81,7 +81,7 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
                         rep = prober.all_pairs(pairs=list(pairs))
                     log(f"probes: {rep.delivered} of {rep.pairs} delivered")
                     report.update({k: v for k, v in rep.to_dict().items() if k != "lost_pairs"})
-                    report.update(_paths(fnet, ts, prober, pairs, targets, seed))
+                    report.update(path_proofs(fnet, ts, prober, pairs, targets, seed))
                 times["total"] = time.perf_counter() - t0
                 report["times"] = {k: round(v, 3) for k, v in times.items()}
                 # VAL may pass a switch twice, VAL_3h when the source's choice (blind to the
@@ -117,7 +117,7 @@ def run_pki(d: Path, topo) -> tuple[Path, tuple[str, str, str]]:
     return pki.dir, (str(key), str(cert), str(pki.ca))
 
 
-def _paths(fnet, ts: TableSet, prober, pairs, targets: int, seed: int) -> dict:
+def path_proofs(fnet, ts: TableSet, prober, pairs, targets: int, seed: int) -> dict:
     """Exact path + VC checks: every sampled pair, and for a routing with a source choice
     ``targets`` intermediates per pair (chosen by the probe's UDP source port)."""
     results = []
