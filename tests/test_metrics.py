@@ -205,3 +205,28 @@ def test_reversals_count_moves_against_the_last_one():
     assert [r for _, _, r in seen] == [0, 0, 0, seen[3][1], 0] and seen[3][1] > 0
     assert dec.reversals_total == seen[3][1]
     assert dec.last["reversals"] == 0
+
+
+@pytest.mark.parametrize("value, words", [
+    ("10.1.2.3:9108", "--metrics 10.1.2.3:9108: plain HTTP shows the fabric's state"),
+    ("9108", "--metrics '9108'; expected HOST:PORT"),
+    ("127.0.0.1:0", "--metrics '127.0.0.1:0'; expected HOST:PORT"),
+])
+def test_metrics_address_is_refused_off_loopback_or_malformed(value, words, capsys, tmp_path):
+    from fabroute.cli import main
+
+    assert main(["controller", str(tmp_path), "--metrics", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0], err
+
+
+def test_metrics_port_in_use_is_refused_before_anything_listens():
+    from controller.openflow.launcher import bind
+    from tablegen.errors import BadInput
+
+    s = bind("127.0.0.1", 0)
+    try:
+        with pytest.raises(BadInput, match=r"--metrics 127\.0\.0\.1:\d+: the port is in use"):
+            bind("127.0.0.1", s.getsockname()[1], "--metrics")
+    finally:
+        s.close()
