@@ -230,3 +230,32 @@ def test_metrics_port_in_use_is_refused_before_anything_listens():
             bind("127.0.0.1", s.getsockname()[1], "--metrics")
     finally:
         s.close()
+
+
+def test_exposition_parses_as_the_librarys_without_created():
+    from prometheus_client import generate_latest
+
+    ts = tables("dragonfly:p=2,a=4,h=2", "ugal-l")
+    fab = Fabric(ts)
+    fab.adapt(AdaptiveParams(), poll=1.0, link_bps=8e6)
+    fab.connected(1, conn=object())
+    stats = port_stats(ts.topo, 0, np.full(ts.topo.radix, 5e4))
+    stats[0].tx_bytes = float("nan")      # never from a switch; the format must still hold
+    odd = SimpleNamespace(role='a "quoted"\\ role\nline', state="standby", generation=3)
+    m = Metrics(lambda: View(fabric=fab, links=Links(ts), roles=odd,
+                             ports={1: (1.0, stats)}))
+    m.update_done("links", {"mode": "ordered", "reason": "switch 0 port 5 up",
+                            "t_event": 0.0, "t_start": 0.0, "t_in_force": 0.5,
+                            "t_verified": 1.0})
+
+    def samples(text):
+        return sorted((s.name, tuple(sorted(s.labels.items())), repr(s.value))
+                      for f in text_string_to_metric_families(text) for s in f.samples
+                      if not s.name.endswith("_created"))
+
+    ours = samples(m.render().decode())
+    assert ours == samples(generate_latest(m.registry).decode())
+    assert len(ours) > 300
+    assert ("fabroute_port_transmitted_bytes_total", (("dpid", f"{1:016x}"), ("peer", "h0"),
+            ("port", "1"), ("switch", "0")), "nan") in ours
+    assert ("fabroute_role_info", (("role", odd.role), ("state", "standby")), "1.0") in ours
