@@ -80,7 +80,7 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         self._updating = False
         self._phase: str | None = None        # the running update's phase (metrics)
         self._mode: str | None = None
-        self._port_stats: dict[int, tuple] = {}   # dpid -> (unix time, [OFPPortStats])
+        self._counters: dict[int, tuple] = {}     # dpid -> (unix time, [OFPPortStats])
         self._last_update: dict | None = None
         self._update_count = 0
         self._resume = None                   # a held rewiring update waits on it
@@ -239,7 +239,7 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         self._ports.pop(dp.id, None)
         self._stats.pop(dp.id, None)
         self._queues.pop(dp.id, None)
-        self._port_stats.pop(dp.id, None)
+        self._counters.pop(dp.id, None)
         self._deciding.pop(dp.id, None)
         self._later.pop(dp.id, None)
         self._write_status()
@@ -417,7 +417,7 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         if kind == "queues":
             self._queues[dp.id] = r["queues"]
         else:
-            self._port_stats[dp.id] = (time.time(), r["ports"])
+            self._counters[dp.id] = (time.time(), r["ports"])
             if self.fabric.decisions is not None:
                 self.fabric.decisions.stats(st.switch, time.monotonic(), r["ports"],
                                             self._queues.get(dp.id, ()))
@@ -660,7 +660,7 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         return View(fabric=self.fabric, links=self._links, prepared=self.prepared,
                     roles=self.roles, update=self._last_update, updates=self._update_count,
                     updating=self._updating, held=self._resume is not None, kind=self._mode,
-                    phase=self._phase, ports=self._port_stats)
+                    phase=self._phase, ports=self._counters)
 
     def _write_status(self):
         if self.status_path is None:
