@@ -259,3 +259,27 @@ def test_exposition_parses_as_the_librarys_without_created():
     assert ("fabroute_port_transmitted_bytes_total", (("dpid", f"{1:016x}"), ("peer", "h0"),
             ("port", "1"), ("switch", "0")), "nan") in ours
     assert ("fabroute_role_info", (("role", odd.role), ("state", "standby")), "1.0") in ours
+
+
+def test_no_state_of_the_app_shadows_one_of_its_methods():
+    """An attribute assigned on the app under a method's name replaces it on the instance:
+    os-ken then finds no handler (a ``self._port_stats = {}`` once silenced every
+    statistics reply).  Read from the sources of the app and its mixins."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent / "controller" / "openflow"
+    methods, assigned = set(), set()
+    for name in ("app.py", "roleapp.py", "lldpapp.py"):
+        for cls in ast.walk(ast.parse((root / name).read_text())):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for node in ast.walk(cls):
+                if isinstance(node, ast.FunctionDef):
+                    methods.add(node.name)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                        and isinstance(node.value, ast.Name) and node.value.id == "self":
+                    assigned.add(node.attr)
+    assert {"_port_stats", "_gather", "metrics_view"} <= methods
+    assert {"_counters", "metrics", "fabric"} <= assigned
+    assert not methods & assigned, methods & assigned
