@@ -283,3 +283,32 @@ def test_no_state_of_the_app_shadows_one_of_its_methods():
     assert {"_port_stats", "_gather", "metrics_view"} <= methods
     assert {"_counters", "metrics", "fabric"} <= assigned
     assert not methods & assigned, methods & assigned
+
+
+def test_a_live_update_keeps_the_port_speeds_the_estimator_measures_against():
+    """Port speeds come from the port descriptions of a connecting switch; after a live
+    update (here: a cable down, routed around) the switches do not connect again, so the
+    new fabric's decisions take them over (else no load was estimated any more)."""
+    ts = tables("dragonfly:p=2,a=4,h=2", "ugal-l")
+    topo = ts.topo
+    old = Fabric(ts)
+    old.adapt(AdaptiveParams(alpha=1.0), poll=1.0)           # speeds from the switches
+    hs = int(topo.hosts[0])
+    old.decisions.port_speeds(0, [SimpleNamespace(port_no=hs + 1 + j, curr_speed=10_000)
+                                  for j in range(topo.radix)])
+    assert (old.decisions.capacity[0][topo.adj[0] >= 0] == 10_000 * 1000 / 8).all()
+    links = Links(ts)
+    v = int(topo.adj[0, 0])
+    assert links.port(0, hs + 1, False)
+    new = Fabric(links.target())
+    new.adapt(*old.adapted)
+    assert not new.decisions.capacity.any(), "no switch told the new fabric its speeds"
+    new.decisions.inherit(old.decisions)
+    cap = new.decisions.capacity
+    assert cap[0, 0] == 0, f"the cable to {v} is down: no capacity"
+    assert (cap[0][new.topo.adj[0] >= 0] == 1_250_000).all()
+    assert not cap[1:].any()
+    for t in (0.0, 1.0):
+        new.decisions.stats(0, t, port_stats(topo, 0, np.full(topo.radix, 625_000.0 * t)))
+    load = new.decisions.est.rho[0]
+    assert load[new.topo.adj[0] >= 0] == pytest.approx(0.5)

@@ -138,9 +138,17 @@ class Decisions:
         """Take the shares of ``old`` (the decisions of the fabric a live update replaced):
         decision entries belong to no program version, so the switches keep them through
         the update; a share is kept where this fabric allows a non-minimal choice and the
-        keys are the same."""
-        if old is not None and old.ugal.share.shape == self.ugal.share.shape:
+        keys are the same.  So are the port capacities ``port_speeds`` learned when the
+        switches connected (they do not connect again for an update), on every port that
+        still has a cable: without them the estimator would measure nothing any more."""
+        if old is None:
+            return
+        if old.ugal.share.shape == self.ugal.share.shape:
             self.ugal.share[:] = np.where(self.ugal.valid, old.ugal.share, 0)
+        n = min(len(self.capacity), len(old.capacity))
+        r = min(self.capacity.shape[1], old.capacity.shape[1])
+        mine, theirs = self.capacity[:n, :r], old.capacity[:n, :r]
+        mine[:] = np.where((mine <= 0) & (self.topo.adj[:n, :r] >= 0), theirs, mine)
 
     def adopt(self, switch: int, flow_stats) -> int:
         """Take as ``switch``'s shares the decisions it holds (the ``OFPFlowStats`` of a
