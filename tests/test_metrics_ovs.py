@@ -3,7 +3,9 @@ here on loopback with a generated config, ended by PID): Slim Fly q = 5 with ada
 UGAL-L under Mininet + Open vSwitch.  Before any switch connects Prometheus already scrapes
 the controller; then every switch shows verified, a cable taken down shows down and its
 repair time (port event to the new tables in force) arrives; and every panel of the
-Grafana dashboard (docs/grafana/fabroute-dashboard.json) returns data.  docs/operations.md."""
+Grafana dashboard (docs/grafana/fabroute-dashboard.json) returns data.  And on Dragonfly
+p=2, a=4, h=2 under the worst case, the UGAL-L shares Prometheus stored rise, as the
+controller's decision log says.  docs/operations.md."""
 
 from __future__ import annotations
 
