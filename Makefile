@@ -7,7 +7,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 APT_PKGS := python3-venv opensm ibsim-utils infiniband-diags gcc libc6-dev libopensm-dev libibumad-dev libibmad-dev \
-            openvswitch-switch mininet ethtool
+            openvswitch-switch mininet ethtool prometheus
 SHELL   := /bin/bash
 
 .PHONY: demo test install clean ovs
@@ -32,7 +32,8 @@ demo: $(STAMP) ovs
 test: $(STAMP) ovs
 	$(VPY) -m pytest -q -n 2 --dist loadgroup tests
 
-# Open vSwitch (userspace datapath); apt does not start services here.  --no-mlockall: else
+# Open vSwitch (userspace datapath); apt does not start services here (nor prometheus: the
+# tests start their own, on loopback, by PID).  --no-mlockall: else
 # ovs-vswitchd keeps ~600 MB locked.
 ovs: $(STAMP)
 	@/usr/share/openvswitch/scripts/ovs-ctl status >/dev/null 2>&1 || \

@@ -34,7 +34,11 @@ def add_parsers(sub) -> None:
                     "certificates from 'fabroute pki PKI_DIR' (a switch may claim only the "
                     "datapath ids its certificate carries)")
     sp.add_argument("--insecure-tcp", action="store_true", help="allow plain TCP on a "
-                    "non-loopback address (switches unauthenticated)")
+                    "non-loopback address (switches unauthenticated; also plain HTTP "
+                    "--metrics there)")
+    sp.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on "
+                    "http://HOST:PORT/metrics, e.g. 127.0.0.1:9108 (loopback unless "
+                    "--insecure-tcp; default: off; docs/operations.md)")
     adaptive_args(sp)
     sp.add_argument("--decisions", metavar="FILE", help="UGAL-L: append every decision "
                     "round as one JSON line (time, mean non-minimal share, per destination)")
@@ -144,6 +148,15 @@ def cmd_controller(args) -> int:
         raise BadInput(f"controller: --listen {args.listen}: plain TCP leaves switches "
                        "unauthenticated; expected a loopback address, --tls PKI_DIR, or "
                        "--insecure-tcp")
+    if args.metrics:
+        mhost, msep, mport = args.metrics.rpartition(":")
+        if not msep or not mhost or not mport.isdigit() or not 0 < int(mport) < 65536:
+            raise BadInput(f"controller: --metrics {args.metrics!r}; expected HOST:PORT, e.g. "
+                           "127.0.0.1:9108")
+        if not is_loopback(mhost) and not args.insecure_tcp:
+            raise BadInput(f"controller: --metrics {args.metrics}: plain HTTP shows the "
+                           "fabric's state to anyone who reaches it; expected a loopback "
+                           "address or --insecure-tcp")
     from controller.openflow.update import profile_of, proven_tables
     from tablegen.exports.outdir import check_out_file, check_writable
 
@@ -176,7 +189,7 @@ def cmd_controller(args) -> int:
         Path(args.decisions) if args.decisions else None,
         Path(args.control) if args.control else None, args.drain, not args.no_link_repair,
         args.fast_failover, profile_of(Path(args.dir)), learner, args.prepare_mib,
-        roles, args.peer, args.serve_peer)
+        roles, args.peer, args.serve_peer, args.metrics, args.poll)
     return 0
 
 

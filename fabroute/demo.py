@@ -87,11 +87,14 @@ def _emulation(ts, con) -> int:
     proven."""
     from rich.table import Table
 
+    from emulation.mininet.ctl import free_port
     from emulation.mininet.session import run
 
+    metrics = f"127.0.0.1:{free_port()}"
+    con.print(f"Prometheus metrics while it runs: http://{metrics}/metrics")
     try:
         with con.status("OpenFlow over TLS: Mininet + Open vSwitch, controller, probes…"):
-            rep = run(ts, log=lambda *a: None, tls=True)
+            rep = run(ts, log=lambda *a: None, tls=True, metrics=metrics)
     except RunFailed as e:
         con.print(f"[red]emulation: {e}")
         return 1

@@ -346,3 +346,4 @@ def test_demo_runs_every_part(tmp_path, capsys):
     assert re.search(r"│ path_sl\s*│\s*169200\s*│\s*0\s*│", err), err[-1500:]
     assert re.search(r"│\s*39800\s*│\s*39800\s*│\s*24\s*│\s*0\s*│", err), err[-1500:]
     assert "over TLS on Open vSwitch" in err
+    assert re.search(r"Prometheus metrics while it runs: http://127\.0\.0\.1:\d+/metrics", err)

@@ -60,6 +60,8 @@ class Decisions:
         self.last: dict | None = None   # the newest round's record (:meth:`record`)
         self.keys_per_switch = len(decision_keys(fabric.plan_, 0))
         self.adopted = 0                # shares taken from what the switches hold
+        self.reversals = 0              # shares moved against their last move, last round
+        self.reversals_total = 0
         self._t0: float | None = None
         self._entries: dict[int, dict] = {}     # switch -> its decision entries (adopt)
 
@@ -109,7 +111,15 @@ class Decisions:
         newly = sorted(stale - self.stale)
         self.stale = stale
         before = self.ugal.share.copy()
+        way_before = self.ugal.last.copy()
         changed = self.ugal.decide(q)
+        if len(changed):
+            u, k = changed[:, 0], changed[:, 1]
+            way = np.sign(self.ugal.share[u, k] - before[u, k])
+            self.reversals = int(np.count_nonzero(way == -way_before[u, k]))
+        else:
+            self.reversals = 0
+        self.reversals_total += self.reversals
         plan = self.fabric.plan_
         bits = self.p.split_bits
         out: dict[int, list] = {}
@@ -128,9 +138,17 @@ class Decisions:
         """Take the shares of ``old`` (the decisions of the fabric a live update replaced):
         decision entries belong to no program version, so the switches keep them through
         the update; a share is kept where this fabric allows a non-minimal choice and the
-        keys are the same."""
-        if old is not None and old.ugal.share.shape == self.ugal.share.shape:
+        keys are the same.  So are the port capacities ``port_speeds`` learned when the
+        switches connected (they do not connect again for an update), on every port that
+        still has a cable: without them the estimator would measure nothing any more."""
+        if old is None:
+            return
+        if old.ugal.share.shape == self.ugal.share.shape:
             self.ugal.share[:] = np.where(self.ugal.valid, old.ugal.share, 0)
+        n = min(len(self.capacity), len(old.capacity))
+        r = min(self.capacity.shape[1], old.capacity.shape[1])
+        mine, theirs = self.capacity[:n, :r], old.capacity[:n, :r]
+        mine[:] = np.where((mine <= 0) & (self.topo.adj[:n, :r] >= 0), theirs, mine)
 
     def adopt(self, switch: int, flow_stats) -> int:
         """Take as ``switch``'s shares the decisions it holds (the ``OFPFlowStats`` of a
@@ -191,7 +209,7 @@ class Decisions:
         f = self.ugal.fraction()
         valid = self.ugal.valid
         return {"round": self.rounds, "t": round(t - (self._t0 or t), 3),
-                "monotonic": round(t, 3), "changed": changed,
+                "monotonic": round(t, 3), "changed": changed, "reversals": self.reversals,
                 "share": round(float(f[valid].mean()), 4),
                 "by_destination": [round(float(x), 4) for x in self.ugal.by_destination()],
                 "stale": sorted(self.stale),

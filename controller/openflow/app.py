@@ -59,6 +59,8 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
     prepare_bytes: int = PREPARE_BYTES    # repairs made ready while idle (0: none)
     repair_links: bool = True             # port down/up: route around / restore the cable
     learner = None                        # real switches: controller.openflow.learn.Learner
+    metrics_sock = None                   # a listening socket for /metrics (``--metrics``)
+    metrics_poll: float = 1.0             # port statistics for /metrics without UGAL-L's poll
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -76,6 +78,9 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         self._waits: dict[int, tuple] = {}
         self._updates = hub.Queue()
         self._updating = False
+        self._phase: str | None = None        # the running update's phase (metrics)
+        self._mode: str | None = None
+        self._counters: dict[int, tuple] = {}     # dpid -> (unix time, [OFPPortStats])
         self._last_update: dict | None = None
         self._update_count = 0
         self._resume = None                   # a held rewiring update waits on it
@@ -95,10 +100,18 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
                 self.fabric = self._mapped_fabric()
             hub.spawn(self._lldp_loop)
         self._log = None
+        self.metrics = None
+        if self.metrics_sock is not None:
+            from controller.openflow.metrics import Metrics, serve
+
+            self.metrics = Metrics(self.metrics_view)
+            hub.spawn(serve, self.metrics_sock, self.metrics)
         if self.fabric is not None and self.fabric.decisions is not None:
             if self.decisions_path:
                 self._log = open(self.decisions_path, "a", buffering=1)
             hub.spawn(self._poll_loop)
+        elif self.fabric is not None and self.metrics is not None:
+            hub.spawn(self._poll_loop)      # port statistics for /metrics only
         self._start_roles()
 
     # -- events --------------------------------------------------------------------------------
@@ -226,6 +239,7 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         self._ports.pop(dp.id, None)
         self._stats.pop(dp.id, None)
         self._queues.pop(dp.id, None)
+        self._counters.pop(dp.id, None)
         self._deciding.pop(dp.id, None)
         self._later.pop(dp.id, None)
         self._write_status()
@@ -275,6 +289,7 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
     def _judge(self, dp, flows, groups, dsts=None):
         fab = self.fabric
         st = fab.switches[dp.id]
+        st.read_at = time.time()
         if dsts is None and self._adopts(dp.id) and fab.adopt(st.switch, flows):
             st.program = fab.program(st.switch)      # the master's decisions, held
         diff = fab.compare(st.switch, flows, groups, eth_dst=dsts)
@@ -322,7 +337,7 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
     def _poll_loop(self):
         dec = self.fabric.decisions
         while True:
-            hub.sleep(dec.poll)
+            hub.sleep(dec.poll if dec is not None else self.metrics_poll)
             try:
                 self._round()
             except Exception:        # a round must never end the loop; logged (rate-limited)
@@ -330,14 +345,15 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
 
     def _round(self):
         fab = self.fabric
-        if self._updating or fab.decisions is None:
+        if self._updating or (fab.decisions is None and self.metrics is None):
             return      # decisions are stamp entries: not while an update flips them
-        if self._writes():      # a standby only gathers: warm estimates when it takes over
-            self._decide(fab)
+        if fab.decisions is not None and self._writes():
+            self._decide(fab)   # a standby only gathers: warm estimates when it takes over
         for dp_id, st in list(fab.switches.items()):
             if st.state == "verified" and dp_id not in self._stats:
                 self._ask_stats(st.conn)
-        self._write_status()
+        if fab.decisions is not None:
+            self._write_status()
 
     def _decide(self, fab):
         changes, newly = fab.decisions.decide(time.monotonic())
@@ -405,8 +421,10 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         if kind == "queues":
             self._queues[dp.id] = r["queues"]
         else:
-            self.fabric.decisions.stats(st.switch, time.monotonic(), r["ports"],
-                                        self._queues.get(dp.id, ()))
+            self._counters[dp.id] = (time.time(), r["ports"])
+            if self.fabric.decisions is not None:
+                self.fabric.decisions.stats(st.switch, time.monotonic(), r["ports"],
+                                            self._queues.get(dp.id, ()))
         if not r["pending"]:
             del self._stats[dp.id]
 
@@ -461,6 +479,8 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
                 rep = {"ok": False, "reason": why, "error": f"{type(e).__name__}: {e}"}
             self._last_update = rep
             self._update_count += 1
+            if self.metrics is not None:
+                self.metrics.update_done(kind, rep)
             self._write_status()
             if rep.pop("_replied", False):      # a rewiring update answered when it held
                 reply = self._resumed
@@ -495,12 +515,14 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
         rep = dict(upd.summary(), ok=True, reason=why, t_event=t_event, t_start=time.time(),
                    switches=len(live), phases=[], prepared=ready is not None)
         self._updating = True
+        self._mode = upd.mode
         self._rewiring = relabel is not None
         try:
             phases = ready.phases_for(sorted(live)) if ready else upd.phases(sorted(live))
             rep["t_planned"] = time.time()
             t_start = time.monotonic()
             for ph in phases:
+                self._phase = ph.name
                 t0 = time.monotonic()
                 late, sent_s = self._send_phase(ph, {old.dpid_of(u): st
                                                      for u, st in live.items()})
@@ -531,6 +553,7 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
                 self._read(st.conn)            # read back: verified against the new program
         finally:
             self._updating = self._rewiring = False
+            self._phase = self._mode = None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(
                 st.state in ("reading", "repairing") for st in self.fabric.switches.values()):
@@ -633,6 +656,15 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
                 rep = {"ok": False, "error": f"{type(e).__name__}: {e}"}
             f.write(json.dumps(rep).encode() + b"\n")
             f.flush()
+
+    def metrics_view(self):
+        """What ``/metrics`` reads at a scrape (:class:`controller.openflow.metrics.View`)."""
+        from controller.openflow.metrics import View
+
+        return View(fabric=self.fabric, links=self._links, prepared=self.prepared,
+                    roles=self.roles, update=self._last_update, updates=self._update_count,
+                    updating=self._updating, held=self._resume is not None, kind=self._mode,
+                    phase=self._phase, ports=self._counters)
 
     def _write_status(self):
         if self.status_path is None:

@@ -80,6 +80,7 @@ class SwitchState:
     group_mods: int = 0           # group adds, modifies and deletes sent by repairs
     last_diff: dict = field(default_factory=dict)
     conn: object = None           # the connection (os-ken datapath) this state belongs to
+    read_at: float | None = None  # unix time of the last read-back (metrics)
 
 
 class Fabric:

@@ -45,12 +45,14 @@ def controller_args(adaptive: dict | None, link_mbit: float, decisions: Path) ->
 
 def run_load(ts: TableSet, phases: list[tuple[str, float]], *, load: float, link_mbit: float,
              adaptive: dict | None, hosts_per_switch: int | None = None, seed: int = 1,
-             payload: int = 1400, tls: bool = False, wiring=None, log=print) -> dict:
+             payload: int = 1400, tls: bool = False, wiring=None, log=print,
+             controller_extra: tuple[str, ...] = ()) -> dict:
     """Run ``phases`` (``[(traffic, seconds)]``) at ``load`` × ``link_mbit`` per host on the
     emulated fabric of ``ts``; returns the JSON-ready report (module doc).  ``wiring``
     (:class:`~emulation.mininet.topo.Wiring`, no cable left out): switches with other
     datapath ids and port numbers, given to the controller as ``--fabric`` (its inventory
-    file).  Tables the OpenFlow pipeline cannot express are
+    file).  ``controller_extra``: more ``fabroute controller`` options (e.g. ``--metrics
+    HOST:PORT`` for a Prometheus watching the run).  Tables the OpenFlow pipeline cannot express are
     :class:`~tablegen.errors.BadInput` before anything starts."""
     split = (adaptive or {}).get("split_bits", SPLIT_BITS)
     try:
@@ -70,7 +72,8 @@ def run_load(ts: TableSet, phases: list[tuple[str, float]], *, load: float, link
         if wiring is not None:
             wiring.fabric(topo).save(d / "inventory.json")
             args += ["--fabric", str(d / "inventory.json")]
-        ctl = Controller(d / "tables", port, d, tls=pki_dir, args=tuple(args))
+        ctl = Controller(d / "tables", port, d, tls=pki_dir,
+                         args=(*args, *controller_extra))
         try:
             with emulate(topo, controller_port=port, hosts_per_switch=hosts_per_switch,
                          prefix=PREFIX, tls=ovs_tls, link_mbit=link_mbit,

@@ -33,7 +33,7 @@ PREFIX = "e"          # bridge / host name prefix of `fabroute emulate` nets
 
 def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: int = 2,
         hosts_per_switch: int | None = None, keep: bool = False, seed: int = 1,
-        log=print, on_report=None, tls: bool = False) -> dict:
+        log=print, on_report=None, tls: bool = False, metrics: str | None = None) -> dict:
     """Emulate ``ts`` and return the report (JSON-ready): ``pairs``, ``delivered``, ``lost``,
     ``path_checks``, ``path_mismatches``, the longest path, whether a path revisited a switch,
     and the times of every step.  ``check``: ``all-pairs`` probes every ordered host pair,
@@ -41,6 +41,7 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
     checks are done; ``keep`` then leaves the net and the controller up until Ctrl-C.
     ``tls``: OpenFlow over TLS with mutual certificates made for this run (a CA, the
     controller's, and one for the fabric's datapath ids that Open vSwitch presents).
+    ``metrics``: the controller's ``--metrics HOST:PORT`` (Prometheus, docs/operations.md).
     Tables the OpenFlow pipeline cannot express raise :class:`~tablegen.errors.BadInput`
     before anything is started."""
     try:
@@ -58,7 +59,8 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
         write_table_set(ts, verify(ts), d / "tables", ("openflow",))
         port = free_port()
         pki_dir, ovs_tls = run_pki(d, topo) if tls else (None, None)
-        ctl = Controller(d / "tables", port, d, tls=pki_dir)
+        ctl = Controller(d / "tables", port, d, tls=pki_dir,
+                         args=("--metrics", metrics) if metrics else ())
         try:
             with emulate(topo, controller_port=port, hosts_per_switch=hosts_per_switch,
                          prefix=PREFIX, tls=ovs_tls) as fnet:
