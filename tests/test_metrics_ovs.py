@@ -3,9 +3,9 @@ here on loopback with a generated config, ended by PID): Slim Fly q = 5 with ada
 UGAL-L under Mininet + Open vSwitch.  Before any switch connects Prometheus already scrapes
 the controller; then every switch shows verified, a cable taken down shows down and its
 repair time (port event to the new tables in force) arrives; and every panel of the
-Grafana dashboard (docs/grafana/fabroute-dashboard.json) returns data.  And on Dragonfly
-p=2, a=4, h=2 under the worst case, the UGAL-L shares Prometheus stored rise, as the
-controller's decision log says.  docs/operations.md."""
+Grafana dashboard (docs/grafana/fabroute-dashboard.json) returns data.  The UGAL-L shares
+Prometheus stores under the worst case are checked in tests/test_adaptive_ovs.py, on its
+run.  docs/operations.md."""
 
 from __future__ import annotations
 
@@ -97,36 +97,4 @@ def test_prometheus_sees_switches_a_cable_down_and_its_repair(tmp_path):
     finally:
         prom.stop()
         ctl.stop()
-    assert prom.proc.returncode is not None
-
-
-def test_prometheus_sees_ugal_l_shares_rise_under_the_worst_case(tmp_path):
-    """Dragonfly p=2, a=4, h=2 with links shaped to 1 Mbit/s (as tests/test_adaptive_ovs.py):
-    uniform traffic, then the worst case; what Prometheus stored of the shares is what the
-    controller's decision log says, and it rises under the worst case."""
-    from emulation.mininet.loadrun import run_load
-
-    ts = build_tables(build("dragonfly:p=2,a=4,h=2"), "ugal-l")
-    mport = free_port()
-    with Prometheus([f"127.0.0.1:{mport}"], tmp_path / "prometheus", free_port(), 0.5) as prom:
-        prom.wait_ready()
-        rep = run_load(ts, [("uniform", 5.0), ("worst-case", 10.0)], load=0.6, link_mbit=1.0,
-                       adaptive={"poll": 1.0, "split_bits": 3, "hysteresis": 0.25},
-                       log=lambda *_a, **_k: None,
-                       controller_extra=("--metrics", f"127.0.0.1:{mport}"))
-        assert rep["ok"] and rep["controller"]["rounds"] > 5
-        uni, wc = rep["phases"]
-        assert uni["share"] < 0.1 and wc["share"] > 0.3, rep["phases"]
-        top = max(r["share"] for r in rep["decisions"])
-        # the stored series outlive the controller: their maximum over the run
-        (stored,) = values(prom.query("max_over_time(fabroute_ugal_share_mean_ratio[30m])"))
-        assert stored == pytest.approx(top, abs=0.02)
-        by_dst = values(prom.query(
-            "max_over_time(fabroute_ugal_destination_share_ratio[30m])"))
-        assert len(by_dst) == ts.topo.n_groups and max(by_dst) > 0
-        # the worst case's (source, next group) pairs detour: as the log's pattern share
-        pairs = values(prom.query("max_over_time(fabroute_ugal_share_ratio[30m]) > 0"))
-        assert pairs and 0.3 < max(pairs) <= 1.0
-        (rounds,) = values(prom.query("max_over_time(fabroute_ugal_rounds_total[30m])"))
-        assert rounds >= rep["controller"]["rounds"] - 2
     assert prom.proc.returncode is not None
