@@ -53,8 +53,9 @@ without an option to be left to phase 2 — first with the common neighbours exa
 allowing each switch to disagree on them with up to :data:`SLIP` mapped switches (an end of
 the change mapped before its wrong partner disagrees with the partner's neighbours).  A
 wrong map of the clean switches may still be completed within the limit, so in a retry the
-phase-2 budget grows over all its (at most :data:`CORE_MAPS`) maps at once: the map returned
-has the fewest mismatches of those.  A swap then costs 4 mismatches (no change that keeps
+phase-2 budget grows over its maps at once, the k-th budget over the first 2^k of them
+(at most :data:`CORE_MAPS`; finding a map of the clean switches costs more than completing
+one): the map returned has the fewest mismatches of those.  A swap then costs 4 mismatches (no change that keeps
 every degree and is not an automorphism costs fewer: one wrong cable and one absent must
 share both ends) and, each wrong cable sharing an end with an absent planned one, reads as
 two moved cables.  As a last resort phase 2 runs with every switch a suspect.
@@ -187,14 +188,21 @@ class Search:
         # first with common neighbours exact (a switch at a hidden change is left to phase
         # 2 when it has no option), then with up to SLIP mapped switches disagreeing (a
         # hidden change's end mapped before its wrong partner).  A wrong core map can still
-        # be completed within the limit, so the budget grows over all the core maps of a
-        # retry at once: the map returned has the fewest mismatches of those.
+        # be completed within the limit, so the budget grows over the core maps of a retry
+        # at once, the k-th budget over the first 2^k (finding a core map costs more than
+        # completing one): the map returned has the fewest mismatches of those.  With
+        # every degree as planned on a plan of one degree, the exact pass has looked for
+        # maps without mismatches, and no map has 2 (the docstring), so the budget starts
+        # at 4; at most the four ends of one swap are left to phase 2 first, then `limit`
+        # (the more are left, the deeper a wrong core map goes before it fails).
         self.hop_bound = False
-        for self.slip in (0, SLIP):
+        if self.unchanged and len(set(self.pdeg.tolist())) == 1:
+            caps = range(4, limit + 1, 2)
+        for self.slip, demote in ((0, min(4, limit)), (0, limit), (SLIP, limit)):
             cores: list = []
-            more = self._core_maps(limit)
-            for cap in caps:
-                for i in range(CORE_MAPS):
+            more = self._core_maps(demote)
+            for k, cap in enumerate(caps):
+                for i in range(min(CORE_MAPS, 1 << k)):
                     if i == len(cores):
                         core = next(more, None)
                         if core is None:
