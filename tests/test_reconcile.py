@@ -205,8 +205,8 @@ def test_swapped_cables_read_as_two_moves_each(spec, swap, seeds):
 def test_a_swap_at_scale_is_found_fast():
     # Slim Fly q = 19 with one pair of cables swapped (every degree as planned): the exact
     # pass fails, and the retries used to search 32 maps of the clean switches at every
-    # mismatch budget from 0 (50 s); they now start at 4 (no smaller map exists) and leave
-    # at most the four ends of a swap to phase 2 first (about 1 s)
+    # mismatch budget from 0 (50 s); they now start at 4 (the exact pass looked for 0, 2 is
+    # impossible) and leave at most the four ends of a swap to phase 2 first (about 1 s)
     topo = build("slimfly:q=19")
     c = cabled(topo, seed=0, swap=1)
     res = match(c.fabric, topo)

@@ -48,17 +48,20 @@ another; two cables with their far ends swapped) is not seen by the degrees: its
 clean, and phase 1 meets a clean switch with no option.  Such a change alters the hop counts
 far from it, but the common neighbours of two switches only where one of them is an end of
 it (they count the two switches' own cables).  So phase 1 is retried with hops used only to
-order the options, not to prune them, allowing up to the mismatch limit of clean switches
-without an option to be left to phase 2 — first with the common neighbours exact, then
-allowing each switch to disagree on them with up to :data:`SLIP` mapped switches (an end of
-the change mapped before its wrong partner disagrees with the partner's neighbours).  A
+order the options, not to prune them, allowing clean switches without an option to be left
+to phase 2 — first with the common neighbours exact and at most 4 of them (the ends of one
+swap: the more are allowed, the deeper a wrong map goes before it fails), then up to the
+mismatch limit, then allowing each switch to disagree on common neighbours with up to
+:data:`SLIP` mapped switches (an end of the change mapped before its wrong partner
+disagrees with the partner's neighbours).  A
 wrong map of the clean switches may still be completed within the limit, so in a retry the
 phase-2 budget grows over its maps at once, the k-th budget over the first 2^k of them
 (at most :data:`CORE_MAPS`; finding a map of the clean switches costs more than completing
-one): the map returned has the fewest mismatches of those.  A swap then costs 4 mismatches (no change that keeps
-every degree and is not an automorphism costs fewer: one wrong cable and one absent must
-share both ends) and, each wrong cable sharing an end with an absent planned one, reads as
-two moved cables.  As a last resort phase 2 runs with every switch a suspect.
+one): the map returned has the fewest mismatches of those.  A swap then costs 4
+mismatches (on a plan of one degree no change that keeps every degree and is not an
+automorphism costs fewer: one wrong cable and one absent must share both ends, so there the
+retries' budget starts at 4) and, each wrong cable sharing an end with an absent planned
+one, reads as two moved cables.  As a last resort phase 2 runs with every switch a suspect.
 
 Slim Fly is vertex-transitive, so many maps are equally right; this one is deterministic:
 the root goes to the lowest planned switch of the first orbit (in the order above) that
@@ -71,10 +74,10 @@ culprits (the hop and common-neighbour rows of every planned switch of its kind)
 level whose images some automorphism besides the identity fixes one nauty call (in
 practice near-linear in the cables).  The root's 3-walk histograms are one sparse product
 per orbit (S × S int32 when every switch is its own orbit).  At most
-:data:`STEPS` steps per switch per phase; phase 1 runs at most three times (exact; then
-twice with up to ``limit`` clean switches left to phase 2), and :data:`CORE_MAPS` of its
-maps are tried each time, in the retries each once per mismatch budget (``limit / 2``
-budgets at most), so a fabric with a hidden change costs up to three times one without.
+:data:`STEPS` steps per switch per phase; phase 1 runs at most four times (exact; then
+three times with up to 4 or ``limit`` clean switches left to phase 2), and
+:data:`CORE_MAPS` of its maps are tried each time, in the retries each once per mismatch budget (``limit / 2``
+budgets at most), so a fabric with a hidden change costs up to four times one without.
 Measured in benchmarks/RESULTS.md ("reconcile (issue 26)").
 """
 
