@@ -25,10 +25,10 @@ that may be over is at least the planned one.  Hence two phases:
    common-neighbour profile, but the walks tell their orbits apart), each with at most
    :data:`ROOT_STEPS` steps per clean switch below it.  Below the root too, options that
    an automorphism of the plan fixing every image so far maps onto each other are tried
-   once (nauty, until only the identity fixes them): the 1K Dragonfly's plan has 5 · 10⁷
+   once (nauty, until only the identity fixes them): the 1K Dragonfly's plan has 5.4 · 10⁷
    automorphisms, 2 · 10⁶ of them fixing two routers, so without this each wrong root
    retried every arrangement of a group's routers (the 1K Dragonfly with 5 + 5 changes,
-   seed 8: > 90 s before, 6 s with both).  A dead end jumps
+   seed 8: > 90 s before, about 5 s with both).  A dead end jumps
    back (conflict-directed backjumping) to the deepest earlier choice that ruled out one of
    its options — for each planned switch of its kind that is no option, the earliest mapped
    switch that took it or disagrees with it — or failed a subtree below it, not merely to
@@ -73,11 +73,11 @@ for each of the (at most 64) switches compared, per dead end O(S · mapped) for 
 culprits (the hop and common-neighbour rows of every planned switch of its kind), and per
 level whose images some automorphism besides the identity fixes one nauty call (in
 practice near-linear in the cables).  The root's 3-walk histograms are one sparse product
-per orbit (S × S int32 when every switch is its own orbit).  At most
-:data:`STEPS` steps per switch per phase; phase 1 runs at most four times (exact; then
-three times with up to 4 or ``limit`` clean switches left to phase 2), and
-:data:`CORE_MAPS` of its maps are tried each time, in the retries each once per mismatch budget (``limit / 2``
-budgets at most), so a fabric with a hidden change costs up to four times one without.
+per orbit (S × S int32 when every switch is its own orbit).  At most :data:`STEPS` steps
+per switch per phase; phase 1 runs at most four times (exact; then three times with up to
+4 or ``limit`` clean switches left to phase 2), and :data:`CORE_MAPS` of its maps are tried
+each time, in the retries each once per mismatch budget (``limit / 2`` budgets at most),
+so a fabric with a hidden change costs up to four times one without.
 Measured in benchmarks/RESULTS.md ("reconcile (issue 26)").
 """
 
@@ -152,10 +152,9 @@ class Search:
         counts (to every switch, how many walks of three cables lead there); the root's
         images are tried by it, then by hop profile.  A walk of three cables from the root
         passes only its neighbours and theirs, so with no suspect among them the root's
-        histogram is exactly its image's:
-        on a Dragonfly, whose routers share every hop and common-neighbour profile, this
-        puts the right image's orbit first where plain hop profiles left it 49th of 60
-        (1K Dragonfly 5 + 5, seed 8)."""
+        histogram is exactly its image's: on a Dragonfly, whose routers share every hop and
+        common-neighbour profile, this puts the right image's orbit among the first four
+        where plain hop profiles left it 49th of 60 (1K Dragonfly 5 + 5, seed 8)."""
         clean = np.flatnonzero(self.clean)
         if not len(clean):
             return
@@ -323,12 +322,16 @@ class Search:
                 continue
             top = free[np.argsort(-count[free], kind="stable")[:min(64, max(8, LOOK // self.n))]]
             u, opts, _, full = min((step_for(int(u)) for u in top), key=lambda e: len(e[1]))
+            # an automorphism of the plan that fixes every image so far keeps every test of
+            # the options (adjacency, hops, common neighbours, free or taken), so of the
+            # options it exchanges one stands for all; the dead end's culprits still see all
             if not rigid[-1] and len(opts) > 1:
                 orbit = self._stabiliser_orbits(m[mapped])
                 rigid.append(orbit is None)
                 if orbit is not None:
                     seen: set[int] = set()
-                    opts = [v for v in opts if v < 0 or not (orbit[v] in seen or seen.add(orbit[v]))]
+                    opts = [v for v in opts
+                            if v < 0 or not (orbit[v] in seen or seen.add(orbit[v]))]
             else:
                 rigid.append(rigid[-1])
             stack.append((u, opts, 0, full))
@@ -353,8 +356,8 @@ class Search:
         fixed = [int(v) for v in images]
         rest = np.ones(self.n, dtype=bool)
         rest[fixed] = False
-        colours = [{v} for v in fixed] + [
-            set(np.flatnonzero(rest & (self.phosts == h)).tolist()) for h in np.unique(self.phosts)]
+        colours = [{v} for v in fixed] + [set(np.flatnonzero(rest & (self.phosts == h)).tolist())
+                                          for h in np.unique(self.phosts)]
         g = pynauty.Graph(self.n, directed=False, vertex_coloring=[c for c in colours if c],
                           adjacency_dict=self.padict)
         _, size, exp, orbits, _ = pynauty.autgrp(g)
