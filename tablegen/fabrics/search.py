@@ -19,8 +19,16 @@ that may be over is at least the planned one.  Hence two phases:
    common neighbours as, and no more hops than, each of the first :data:`ANCHORS` mapped
    switches (fewest extra hops first, then by planned id).  With nothing changed this is
    plain isomorphism, and the hop counts must be equal.  The first switch (the root) is
-   tried on one planned switch per automorphism orbit (nauty), closest hop profile first,
-   each with at most :data:`ROOT_STEPS` steps per clean switch below it.  A dead end jumps
+   the clean one with the fewest suspects within two hops, tried on one planned switch per
+   automorphism orbit (nauty), closest histogram of 3-walk counts first (with no suspect
+   that near, the root's is its image's exactly; a Dragonfly's routers share every hop and
+   common-neighbour profile, but the walks tell their orbits apart), each with at most
+   :data:`ROOT_STEPS` steps per clean switch below it.  Below the root too, options that
+   an automorphism of the plan fixing every image so far maps onto each other are tried
+   once (nauty, until only the identity fixes them): the 1K Dragonfly's plan has 5.4 · 10⁷
+   automorphisms, 2 · 10⁶ of them fixing two routers, so without this each wrong root
+   retried every arrangement of a group's routers (the 1K Dragonfly with 5 + 5 changes,
+   seed 8: > 90 s before, about 5 s with both).  A dead end jumps
    back (conflict-directed backjumping) to the deepest earlier choice that ruled out one of
    its options — for each planned switch of its kind that is no option, the earliest mapped
    switch that took it or disagrees with it — or failed a subtree below it, not merely to
@@ -40,35 +48,43 @@ another; two cables with their far ends swapped) is not seen by the degrees: its
 clean, and phase 1 meets a clean switch with no option.  Such a change alters the hop counts
 far from it, but the common neighbours of two switches only where one of them is an end of
 it (they count the two switches' own cables).  So phase 1 is retried with hops used only to
-order the options, not to prune them, allowing up to the mismatch limit of clean switches
-without an option to be left to phase 2 — first with the common neighbours exact, then
-allowing each switch to disagree on them with up to :data:`SLIP` mapped switches (an end of
-the change mapped before its wrong partner disagrees with the partner's neighbours).  A
+order the options, not to prune them, allowing clean switches without an option to be left
+to phase 2 — first with the common neighbours exact and at most 4 of them (the ends of one
+swap: the more are allowed, the deeper a wrong map goes before it fails), then up to the
+mismatch limit, then allowing each switch to disagree on common neighbours with up to
+:data:`SLIP` mapped switches (an end of the change mapped before its wrong partner
+disagrees with the partner's neighbours).  A
 wrong map of the clean switches may still be completed within the limit, so in a retry the
-phase-2 budget grows over all its (at most :data:`CORE_MAPS`) maps at once: the map returned
-has the fewest mismatches of those.  A swap then costs 4 mismatches (no change that keeps
-every degree and is not an automorphism costs fewer: one wrong cable and one absent must
-share both ends) and, each wrong cable sharing an end with an absent planned one, reads as
-two moved cables.  As a last resort phase 2 runs with every switch a suspect.
+phase-2 budget grows over its maps at once, the k-th budget over the first 2^k of them
+(at most :data:`CORE_MAPS`; finding a map of the clean switches costs more than completing
+one): the map returned has the fewest mismatches of those.  A swap then costs 4
+mismatches (on a plan of one degree no change that keeps every degree and is not an
+automorphism costs fewer: one wrong cable and one absent must share both ends, so there the
+retries' budget starts at 4) and, each wrong cable sharing an end with an absent planned
+one, reads as two moved cables.  As a last resort phase 2 runs with every switch a suspect.
 
 Slim Fly is vertex-transitive, so many maps are equally right; this one is deterministic:
-the clean switch with the smallest index goes to the lowest planned switch that fits.
+the root goes to the lowest planned switch of the first orbit (in the order above) that
+fits, every later switch to its first option that fits, in the order above.
 
 Cost: all-pairs hop distances and common-neighbour counts of both cablings, four S×S int16
 matrices (S = 4,096: 128 MiB), then per step O(d²) for degree d plus O(options · ANCHORS)
-for each of the (at most 64) switches compared, and per dead end O(S · mapped) for its
-culprits (the hop and common-neighbour rows of every planned switch of its kind).  At most
-:data:`STEPS` steps per switch per phase; phase 1 runs at most three times (exact; then
-twice with up to ``limit`` clean switches left to phase 2), and :data:`CORE_MAPS` of its
-maps are tried each time, in the retries each once per mismatch budget (``limit / 2``
-budgets at most), so a fabric with a hidden change costs up to three times one without.
+for each of the (at most 64) switches compared, per dead end O(S · mapped) for its
+culprits (the hop and common-neighbour rows of every planned switch of its kind), and per
+level whose images some automorphism besides the identity fixes one nauty call (in
+practice near-linear in the cables).  The root's 3-walk histograms are one sparse product
+per orbit (S × S int32 when every switch is its own orbit).  At most :data:`STEPS` steps
+per switch per phase; phase 1 runs at most four times (exact; then three times with up to
+4 or ``limit`` clean switches left to phase 2), and :data:`CORE_MAPS` of its maps are tried
+each time, in the retries each once per mismatch budget (``limit / 2`` budgets at most),
+so a fabric with a hidden change costs up to four times one without.
 Measured in benchmarks/RESULTS.md ("reconcile (issue 26)").
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
+from scipy.sparse import csr_matrix, identity
 
 from tablegen.topology import hop_distances
 
@@ -123,9 +139,34 @@ class Search:
         self.PH, self.PC = _hops(pnbr, "the plan"), _common(self.pA)
         self.pprof = _profile(self.PH)
         self.rep = _orbit_firsts(pnbr, self.phosts)
+        self.padict = {v: sorted(set(pnbr[v])) for v in range(n)}
         self.FC = _common(self.fA)
         self.hop_bound, self.slip = True, 0
         self._fabric_hops()
+        self._choose_root(suspect)
+
+    def _choose_root(self, suspect: set[int]) -> None:
+        """The first switch of phase 1 (``root``): the clean switch with the fewest suspects
+        within two hops (lowest index first), and, for one planned switch per orbit, its
+        distance to the root (``walk_off``): the L1 distance of their histograms of 3-walk
+        counts (to every switch, how many walks of three cables lead there); the root's
+        images are tried by it, then by hop profile.  A walk of three cables from the root
+        passes only its neighbours and theirs, so with no suspect among them the root's
+        histogram is exactly its image's: on a Dragonfly, whose routers share every hop and
+        common-neighbour profile, this puts the right image's orbit among the first four
+        where plain hop profiles left it 49th of 60 (1K Dragonfly 5 + 5, seed 8)."""
+        clean = np.flatnonzero(self.clean)
+        if not len(clean):
+            return
+        bad = np.zeros(self.n, dtype=np.int32)
+        bad[list(suspect)] = 1
+        ball = self.fA @ self.fA + self.fA + identity(self.n, dtype=np.int32, format="csr")
+        ball.data[:] = 1
+        self.root = int(clean[np.argmin(ball[clean] @ bad)])
+        self.walk_off = np.zeros(self.n, dtype=np.int64)
+        reps = np.flatnonzero(self.rep)
+        self.walk_off[reps] = np.abs(_walks3(self.pA, reps)
+                                     - _walks3(self.fA, np.array([self.root]))).sum(axis=1)
 
     def _fabric_hops(self) -> None:
         """Hop distances between fabric switches without the cables of switches that may be
@@ -149,14 +190,21 @@ class Search:
         # first with common neighbours exact (a switch at a hidden change is left to phase
         # 2 when it has no option), then with up to SLIP mapped switches disagreeing (a
         # hidden change's end mapped before its wrong partner).  A wrong core map can still
-        # be completed within the limit, so the budget grows over all the core maps of a
-        # retry at once: the map returned has the fewest mismatches of those.
+        # be completed within the limit, so the budget grows over the core maps of a retry
+        # at once, the k-th budget over the first 2^k (finding a core map costs more than
+        # completing one): the map returned has the fewest mismatches of those.  With
+        # every degree as planned on a plan of one degree, the exact pass has looked for
+        # maps without mismatches, and no map has 2 (the docstring), so the budget starts
+        # at 4; at most the four ends of one swap are left to phase 2 first, then `limit`
+        # (the more are left, the deeper a wrong core map goes before it fails).
         self.hop_bound = False
-        for self.slip in (0, SLIP):
+        if self.unchanged and len(set(self.pdeg.tolist())) == 1:
+            caps = range(4, limit + 1, 2)
+        for self.slip, demote in ((0, min(4, limit)), (0, limit), (SLIP, limit)):
             cores: list = []
-            more = self._core_maps(limit)
-            for cap in caps:
-                for i in range(CORE_MAPS):
+            more = self._core_maps(demote)
+            for k, cap in enumerate(caps):
+                for i in range(min(CORE_MAPS, 1 << k)):
                     if i == len(cores):
                         core = next(more, None)
                         if core is None:
@@ -198,10 +246,10 @@ class Search:
             q = q[self.pkind[q] == self.fkind[f]]
             if not len(q):
                 return []
-            if not mapped:      # the root: one image per orbit, whose hop profile fits first
+            if not mapped:      # the root: one image per orbit, whose walks and hops fit first
                 q = q[self.rep[q]]
                 off = np.abs(self.pprof[q] - self.fprof[f]).sum(axis=1)
-                return [int(v) for _, v in sorted(zip(off.tolist(), q.tolist()))]
+                return q[np.lexsort((q, off, self.walk_off[q]))].tolist()
             fa = np.array(mapped[:ANCHORS])
             pa = m[fa]
             extra = self.FH[f, fa][None, :].astype(np.int32) - self.PH[np.ix_(q, pa)]
@@ -218,10 +266,14 @@ class Search:
 
         def step_for(u):
             opts = options(u)
-            return (u, opts or ([-1] if waiting.sum() < demote else []), 0)
+            opts = opts or ([-1] if waiting.sum() < demote else [])
+            return (u, opts, 0, opts)
 
         steps, budget = 0, STEPS * len(clean)
-        stack = [step_for(int(clean[0]))]
+        stack = [step_for(self.root)]
+        # whether the plan's automorphisms that fix the images of the levels above are
+        # only the identity (then none of the levels below needs nauty)
+        rigid = [False]
         # conflict-directed backjumping: per level, the earlier levels whose choices ruled
         # out its options (or failed its subtrees); an exhausted level jumps back to the
         # deepest of them, past levels whose choices had nothing to do with the dead end
@@ -236,10 +288,10 @@ class Search:
             if since_root > ROOT_STEPS * len(clean) and len(stack) > 1:
                 # a root in the wrong orbit (Dragonfly routers are not all alike) fails only
                 # deep down: give each root image a share and move on
-                self._drop(stack, conflicts, 1, m, inv, count, pused, mapped, waiting)
+                self._drop(stack, conflicts, rigid, 1, m, inv, count, pused, mapped, waiting)
             if len(stack) == 1:
                 since_root = 0
-            f, opts, i = stack[-1]
+            f, opts, i, full = stack[-1]
             if m[f] >= 0:
                 _undo(f, m, inv, count, pused, mapped, fnbr, pnbr)
             waiting[f] = False
@@ -247,14 +299,14 @@ class Search:
                 d = len(stack) - 1
                 if not d:
                     return
-                why = conflicts[d] | self._culprits(f, opts, d, m, inv, level, mapped)
+                why = conflicts[d] | self._culprits(f, full, d, m, inv, level, mapped)
                 if waiting.any() and -1 not in opts and not waiting[f]:
                     why |= set(level[waiting].tolist())    # the demote cap was spent there
                 h = max(why, default=d - 1)
-                self._drop(stack, conflicts, h + 1, m, inv, count, pused, mapped, waiting)
+                self._drop(stack, conflicts, rigid, h + 1, m, inv, count, pused, mapped, waiting)
                 conflicts[h] |= why - {h}
                 continue
-            stack[-1] = (f, opts, i + 1)
+            stack[-1] = (f, opts, i + 1, full)
             level[f] = len(stack) - 1
             if opts[i] < 0:
                 waiting[f] = True
@@ -269,17 +321,47 @@ class Search:
                     conflicts[d].add(d - 1)
                 continue
             top = free[np.argsort(-count[free], kind="stable")[:min(64, max(8, LOOK // self.n))]]
-            stack.append(min((step_for(int(u)) for u in top), key=lambda e: len(e[1])))
+            u, opts, _, full = min((step_for(int(u)) for u in top), key=lambda e: len(e[1]))
+            # an automorphism of the plan that fixes every image so far keeps every test of
+            # the options (adjacency, hops, common neighbours, free or taken), so of the
+            # options it exchanges one stands for all; the dead end's culprits still see all
+            if not rigid[-1] and len(opts) > 1:
+                orbit = self._stabiliser_orbits(m[mapped])
+                rigid.append(orbit is None)
+                if orbit is not None:
+                    seen: set[int] = set()
+                    opts = [v for v in opts
+                            if v < 0 or not (orbit[v] in seen or seen.add(orbit[v]))]
+            else:
+                rigid.append(rigid[-1])
+            stack.append((u, opts, 0, full))
             conflicts.append(set())
 
-    def _drop(self, stack, conflicts, keep, m, inv, count, pused, mapped, waiting) -> None:
+    def _drop(self, stack, conflicts, rigid, keep, m, inv, count, pused, mapped, waiting) -> None:
         """Pops the stack down to ``keep`` levels, undoing their choices."""
         while len(stack) > keep:
             u = stack.pop()[0]
             conflicts.pop()
+            rigid.pop()
             if m[u] >= 0:
                 _undo(u, m, inv, count, pused, mapped, self.fnbr, self.pnbr)
             waiting[u] = False
+
+    def _stabiliser_orbits(self, images) -> np.ndarray | None:
+        """The orbits of the planned switches under the plan's automorphisms that fix every
+        switch of ``images`` (nauty, host counts kept), or ``None`` when only the identity
+        does."""
+        import pynauty
+
+        fixed = [int(v) for v in images]
+        rest = np.ones(self.n, dtype=bool)
+        rest[fixed] = False
+        colours = [{v} for v in fixed] + [set(np.flatnonzero(rest & (self.phosts == h)).tolist())
+                                          for h in np.unique(self.phosts)]
+        g = pynauty.Graph(self.n, directed=False, vertex_coloring=[c for c in colours if c],
+                          adjacency_dict=self.padict)
+        _, size, exp, orbits, _ = pynauty.autgrp(g)
+        return None if size == 1 and exp == 0 else np.asarray(orbits)
 
     def _culprits(self, f, opts, d, m, inv, level, mapped) -> set[int]:
         """The levels below ``d`` whose choices ruled out the planned switches of ``f``'s
@@ -428,6 +510,13 @@ def _profile(h: np.ndarray) -> np.ndarray:
     """Per switch, how many switches lie at each hop count (up to 15; further as 15)."""
     h = np.minimum(h, 15).astype(np.int64)
     return np.stack([np.bincount(row, minlength=16) for row in h])
+
+
+def _walks3(a, rows: np.ndarray) -> np.ndarray:
+    """Per switch of ``rows``, its histogram of 3-walk counts: how many switches are
+    reached by 0, 1, …, 255 or more walks of three cables, int64."""
+    w = np.minimum(((a[rows] @ a) @ a).toarray(), 255)
+    return np.stack([np.bincount(r, minlength=256) for r in w])
 
 
 def _common(a) -> np.ndarray:
