@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from emulation.mininet.ctl import terminate
 from tablegen.errors import RunFailed
 
 __all__ = ["Prometheus", "config_text", "values"]
@@ -109,13 +109,7 @@ class Prometheus:
 
     def stop(self) -> None:
         """End the server started here (SIGTERM, SIGKILL after 10 s), by its PID."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
 
 def values(result: list[dict]) -> list[float]:

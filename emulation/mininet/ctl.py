@@ -30,6 +30,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def terminate(proc: subprocess.Popen) -> None:
+    """End a process started here, by its PID: SIGTERM, SIGKILL after 10 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def _fabroute() -> str:
     exe = Path(sys.executable).parent / "fabroute"
     if exe.exists():
@@ -112,13 +123,7 @@ class Controller:
                         f"{json.dumps(self.status())[:1500]}\n{self.log_tail()}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc)
 
     def __enter__(self):
         return self
