@@ -7,7 +7,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 APT_PKGS := python3-venv opensm ibsim-utils infiniband-diags gcc libc6-dev libopensm-dev libibumad-dev libibmad-dev \
-            openvswitch-switch mininet ethtool prometheus
+            openvswitch-switch mininet ethtool prometheus chromium
 SHELL   := /bin/bash
 
 .PHONY: demo test install clean ovs

@@ -35,10 +35,15 @@ def add_parsers(sub) -> None:
                     "datapath ids its certificate carries)")
     sp.add_argument("--insecure-tcp", action="store_true", help="allow plain TCP on a "
                     "non-loopback address (switches unauthenticated; also plain HTTP "
-                    "--metrics there)")
+                    "--metrics and --web there)")
     sp.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics on "
                     "http://HOST:PORT/metrics, e.g. 127.0.0.1:9108 (loopback unless "
                     "--insecure-tcp; default: off; docs/operations.md)")
+    sp.add_argument("--web", metavar="HOST:PORT", help="serve the live fabric map on "
+                    "http://HOST:PORT/ (the fabric in its natural layout: links coloured by "
+                    "load, failed cables, verified switches, UGAL-L shares, updates; pushed "
+                    "every --poll), e.g. 127.0.0.1:8080 (loopback unless --insecure-tcp; "
+                    "default: off; docs/operations.md)")
     adaptive_args(sp)
     sp.add_argument("--decisions", metavar="FILE", help="UGAL-L: append every decision "
                     "round as one JSON line (time, mean non-minimal share, per destination)")
@@ -148,13 +153,16 @@ def cmd_controller(args) -> int:
         raise BadInput(f"controller: --listen {args.listen}: plain TCP leaves switches "
                        "unauthenticated; expected a loopback address, --tls PKI_DIR, or "
                        "--insecure-tcp")
-    if args.metrics:
-        mhost, msep, mport = args.metrics.rpartition(":")
+    for opt, example in (("metrics", "127.0.0.1:9108"), ("web", "127.0.0.1:8080")):
+        text = getattr(args, opt)
+        if not text:
+            continue
+        mhost, msep, mport = text.rpartition(":")
         if not msep or not mhost or not mport.isdigit() or not 0 < int(mport) < 65536:
-            raise BadInput(f"controller: --metrics {args.metrics!r}; expected HOST:PORT, e.g. "
-                           "127.0.0.1:9108")
+            raise BadInput(f"controller: --{opt} {text!r}; expected HOST:PORT, e.g. "
+                           f"{example}")
         if not is_loopback(mhost) and not args.insecure_tcp:
-            raise BadInput(f"controller: --metrics {args.metrics}: plain HTTP shows the "
+            raise BadInput(f"controller: --{opt} {text}: plain HTTP shows the "
                            "fabric's state to anyone who reaches it; expected a loopback "
                            "address or --insecure-tcp")
     from controller.openflow.update import profile_of, proven_tables
@@ -189,7 +197,7 @@ def cmd_controller(args) -> int:
         Path(args.decisions) if args.decisions else None,
         Path(args.control) if args.control else None, args.drain, not args.no_link_repair,
         args.fast_failover, profile_of(Path(args.dir)), learner, args.prepare_mib,
-        roles, args.peer, args.serve_peer, args.metrics, args.poll)
+        roles, args.peer, args.serve_peer, args.metrics, args.poll, args.web)
     return 0
 
 

@@ -60,7 +60,8 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
     repair_links: bool = True             # port down/up: route around / restore the cable
     learner = None                        # real switches: controller.openflow.learn.Learner
     metrics_sock = None                   # a listening socket for /metrics (``--metrics``)
-    metrics_poll: float = 1.0             # port statistics for /metrics without UGAL-L's poll
+    metrics_poll: float = 1.0             # port statistics for /metrics and the map w/o UGAL-L
+    web_sock = None                       # a listening socket for the live map (``--web``)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -106,12 +107,15 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
 
             self.metrics = Metrics(self.metrics_view)
             hub.spawn(serve, self.metrics_sock, self.metrics)
+        self.web = None
+        if self.web_sock is not None:
+            self._start_web()
         if self.fabric is not None and self.fabric.decisions is not None:
             if self.decisions_path:
                 self._log = open(self.decisions_path, "a", buffering=1)
             hub.spawn(self._poll_loop)
-        elif self.fabric is not None and self.metrics is not None:
-            hub.spawn(self._poll_loop)      # port statistics for /metrics only
+        elif self.fabric is not None and (self.metrics is not None or self.web is not None):
+            hub.spawn(self._poll_loop)      # port statistics for /metrics and the map only
         self._start_roles()
 
     # -- events --------------------------------------------------------------------------------
@@ -345,7 +349,8 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
 
     def _round(self):
         fab = self.fabric
-        if self._updating or (fab.decisions is None and self.metrics is None):
+        if self._updating or (fab.decisions is None and self.metrics is None
+                              and self.web is None):
             return      # decisions are stamp entries: not while an update flips them
         if fab.decisions is not None and self._writes():
             self._decide(fab)   # a standby only gathers: warm estimates when it takes over
@@ -665,6 +670,18 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
                     roles=self.roles, update=self._last_update, updates=self._update_count,
                     updating=self._updating, held=self._resume is not None, kind=self._mode,
                     phase=self._phase, ports=self._counters)
+
+    def _start_web(self):
+        """Serve the live map (``--web``, controller/openflow/web.py), pushed every poll."""
+        from controller.openflow.web import Web, serve
+
+        fab = self.fabric
+        topo = fab.topo if fab is not None else self.learner.base.topo
+        poll = fab.decisions.poll if fab is not None and fab.decisions is not None \
+            else self.metrics_poll
+        self.web = Web(self.metrics_view, topo, poll)
+        hub.spawn(serve, self.web_sock, self.web)
+        hub.spawn(self.web.loop)
 
     def _write_status(self):
         if self.status_path is None:

@@ -180,7 +180,7 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         fast_failover: bool = False, profile: str = "ovs", learner=None,
         prepare_mib: int | None = None, roles=None, peer: str | None = None,
         serve_peer: str | None = None, metrics: str | None = None,
-        metrics_poll: float = 1.0) -> None:
+        metrics_poll: float = 1.0, web: str | None = None) -> None:
     """Serve ``table_set`` to every switch that connects to ``listen`` (``host:port``) until
     SIGTERM/SIGINT; over TLS with mutual certificates when ``tls`` (a
     :class:`controller.tls.Pki`) is given; UGAL-L with adaptive decisions (``adaptive``, see
@@ -197,7 +197,8 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     and, once it has taken over, serves its own on ``serve_peer`` (bound here, at start);
     Prometheus metrics on ``metrics`` (``host:port``, bound here: ``/metrics`` answers as
     soon as the controller listens), port statistics polled every ``metrics_poll`` seconds
-    when no UGAL-L decisions poll them (``controller/openflow/metrics.py``).
+    when no UGAL-L decisions poll them (``controller/openflow/metrics.py``); the live map
+    on ``web`` (``host:port``, bound here, pushed every poll: ``controller/openflow/web.py``).
     Never returns.  Refuses (:func:`fabric_of`, :func:`bind`) before anything listens."""
     fabric = fabric_of(table_set, adaptive, fast_failover, profile, learner)
     host, _, port = listen.rpartition(":")
@@ -208,6 +209,7 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
         beats = bind(*_host_port(peer), "--peer")
     later_beats = bind(*_host_port(serve_peer), "--serve-peer") if serve_peer else None
     metrics_sock = bind(*_host_port(metrics), "--metrics") if metrics else None
+    web_sock = bind(*_host_port(web), "--web") if web else None
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
     # eventlet's import-time notice ("Eventlet is deprecated", nine lines on stderr) is for
     # os-ken's maintainers, not for the operator reading the controller's log
@@ -247,7 +249,9 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
     FabrouteApp.learner = learner
     if metrics_sock is not None:
         FabrouteApp.metrics_sock = GreenSocket(metrics_sock)
-        FabrouteApp.metrics_poll = metrics_poll
+    if web_sock is not None:
+        FabrouteApp.web_sock = GreenSocket(web_sock)
+    FabrouteApp.metrics_poll = metrics_poll
     FabrouteApp.roles = roles
     if roles is not None:
         FabrouteApp.peer = GreenSocket(beats) if beats is not None else _host_port(peer)
@@ -281,6 +285,8 @@ def run(table_set, listen: str = "127.0.0.1:6653", status: Path | None = None,
                  "destination %s", d.poll, 1 << d.p.split_bits, d.ugal.keys)
     if metrics_sock is not None:
         log.info("Prometheus metrics on http://%s/metrics", metrics)
+    if web_sock is not None:
+        log.info("live fabric map on http://%s/", web)
     if tls is None:
         log.warning("plain TCP, no TLS: switches are not authenticated%s (--tls DIR for "
                     "OpenFlow over TLS)", "; loopback only" if is_loopback(host) else "")
