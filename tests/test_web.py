@@ -1,0 +1,220 @@
+"""The live fabric map's server (controller/openflow/web.py) without a switch: eventlet's WSGI
+server on a loopback port in this process's hub, asked over real HTTP by a green client —
+the page and its files, the layout, the state (a Fabric-less view, then a Fabric with
+UGAL-L decisions and a cable down), the server-sent event stream parsed event by event, the
+bound on streams; and ``--web``'s address checks.  The page in real Chromium under load:
+tests/test_web_ovs.py."""
+
+from __future__ import annotations
+
+import functools
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+with warnings.catch_warnings():     # eventlet's import-time notice is for os-ken's maintainers
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    import eventlet
+    from eventlet.green import socket
+
+from controller.openflow.fabric import Fabric
+from controller.openflow.metrics import View, snapshot
+from controller.openflow.update import Links
+from controller.openflow.web import PAGE, Web, serve
+from tablegen.drawing.positions import layout
+from tablegen.routing.adaptive import AdaptiveParams
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
+
+
+@functools.lru_cache(maxsize=None)
+def tables(spec: str, routing: str):
+    return build_tables(build(spec), routing)
+
+
+class Server:
+    """``web`` served on a free loopback port by a green thread (ended on exit)."""
+
+    def __init__(self, web: Web):
+        self.web = web
+
+    def __enter__(self):
+        self.sock = eventlet.listen(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = eventlet.spawn(serve, self.sock, self.web)
+        return self
+
+    def __exit__(self, *exc):
+        self.thread.kill()
+        self.sock.close()
+
+    def connect(self, path: str):
+        """A green socket that sent ``GET path``; its file for reading the reply."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        return s, s.makefile("rb")
+
+    def get(self, path: str) -> tuple[int, dict, bytes]:
+        """Status, headers (lower-case names) and body of ``GET path``."""
+        s, f = self.connect(path)
+        try:
+            status, headers = head(f)
+            return status, headers, f.read(int(headers["content-length"]))
+        finally:
+            f.close()
+            s.close()
+
+
+def head(f) -> tuple[int, dict]:
+    status = int(f.readline().split()[1])
+    headers = {}
+    while (line := f.readline().strip()):
+        k, _, v = line.decode().partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return status, headers
+
+
+def events(f):
+    """Server-sent events from a chunked stream: ``{field: value}`` per event."""
+    buf = b""
+    while True:
+        size = int(f.readline().strip(), 16)
+        buf += f.read(size)
+        f.readline()
+        while b"\n\n" in buf:
+            block, buf = buf.split(b"\n\n", 1)
+            ev = dict(line.split(": ", 1) for line in block.decode().split("\n")
+                      if ": " in line)
+            if "data" in ev:
+                yield ev
+
+
+def test_page_layout_and_state_before_any_switch():
+    topo = build("slimfly:q=5")
+    web = Web(lambda: View(fabric=None), topo, poll=0.5)
+    with Server(web) as srv:
+        status, h, body = srv.get("/")
+        assert status == 200 and h["content-type"].startswith("text/html")
+        assert body == (PAGE / "index.html").read_bytes() and b'src="map.js"' in body
+        for path, ctype in (("/map.js", "text/javascript"), ("/map.css", "text/css")):
+            status, h, body = srv.get(path)
+            assert status == 200 and h["content-type"].startswith(ctype) and len(body) > 500
+        status, h, body = srv.get("/layout.json")
+        lay = json.loads(body)
+        assert status == 200 and h["content-type"] == "application/json"
+        assert lay == {**json.loads(json.dumps(layout(topo).to_dict())), "poll": 0.5}
+        assert len(lay["switches"]) == 50 and len(lay["cables"]) == 175
+        assert srv.get("/layout.json")[2] is not body and srv.get("/layout.json")[2] == body
+        status, _, body = srv.get("/state.json")
+        st = json.loads(body)
+        assert status == 200 and st["fabric"] is None and st["switches"] == []
+        assert st["role"] == {"role": "single", "state": "master"} and st["seq"] == 0
+        status, _, body = srv.get("/metrics")
+        assert status == 404 and b"/events" in body
+
+
+def test_state_and_events_of_a_fabric_with_shares_and_a_cable_down():
+    ts = tables("slimfly:q=5", "ugal-l")
+    topo = ts.topo
+    fab = Fabric(ts)
+    fab.adapt(AdaptiveParams(), poll=1.0, link_bps=8e6)
+    for d in (1, 2):
+        fab.connected(d, conn=object())
+    dec = fab.decisions
+    links = Links(ts)
+    b = int(topo.adj[3, 0])
+    assert links.port(3, int(topo.hosts[3]) + 1, False)
+    view = View(fabric=fab, links=links)
+    web = Web(lambda: view, topo, poll=0.2)
+    with Server(web) as srv:
+        assert web.push() is False and web.seq == 0, "no client: nothing computed"
+        s, f = srv.connect("/events")
+        try:
+            status, h = head(f)
+            assert status == 200 and h["content-type"] == "text/event-stream"
+            stream = events(f)
+            first = next(stream)
+            assert first["event"] == "state" and first["id"] == "0"
+            st = json.loads(first["data"])
+            assert st["failures"]["cables"] == [[min(3, b), max(3, b)]]
+            assert [x["switch"] for x in st["switches"]] == [fab.switch_of(1),
+                                                              fab.switch_of(2)]
+            assert st["ugal"]["pairs"] is not None and len(st["ugal"]["pairs"]) == int(
+                dec.ugal.valid.sum())
+            # a detour: the next push carries it, the same bytes for every stream
+            dec.ugal.share[0, 5] = 2
+            eventlet.sleep(0)
+            assert web.clients == 1 and web.push() is True and web.seq == 1
+            ev = next(stream)
+            assert ev["id"] == "1"
+            st = json.loads(ev["data"])
+            pairs = {(u, k): v for u, k, v in st["ugal"]["pairs"]}
+            assert pairs[(0, 5)] == 2 / dec.ugal.slots > 0
+            assert sum(v > 0 for v in pairs.values()) == 1
+            want = snapshot(view)
+            assert st["ugal"]["pairs"] == json.loads(json.dumps(want["ugal"]["pairs"]))
+            # the loop pushes every poll by itself
+            loop = eventlet.spawn(web.loop)
+            try:
+                ids = [int(next(stream)["id"]) for _ in range(3)]
+            finally:
+                loop.kill()
+            assert ids == [2, 3, 4]
+        finally:
+            f.close()
+            s.close()
+        for _ in range(50):             # the server notices the closed stream on its next write
+            web.push()
+            eventlet.sleep(0.01)
+            if web.clients == 0:
+                break
+        assert web.clients == 0
+
+
+def test_streams_are_bounded():
+    topo = build("dragonfly:p=2,a=4,h=2")
+    web = Web(lambda: View(fabric=None), topo, max_clients=2)
+    with Server(web) as srv:
+        open_ = [srv.connect("/events") for _ in range(2)]
+        try:
+            for _, f in open_:
+                assert head(f)[0] == 200
+                next(events(f))
+            assert web.clients == 2
+            status, _, body = srv.get("/events")
+            assert status == 503 and b"at most 2" in body
+            assert srv.get("/state.json")[0] == 200, "the page's JSON is still served"
+        finally:
+            for s, f in open_:
+                f.close()
+                s.close()
+
+
+def test_push_encodes_once_for_every_stream(monkeypatch):
+    web = Web(lambda: View(fabric=None), build("dragonfly:p=2,a=4,h=2"))
+    calls = []
+    real = web.encode
+    monkeypatch.setattr(web, "encode", lambda: calls.append(1) or real())
+    got = []
+    web.clients = 3
+    waiters = [eventlet.spawn(lambda: got.append(web._next.wait())) for _ in range(3)]
+    eventlet.sleep(0)
+    web.push()
+    for w in waiters:
+        w.wait()
+    assert len(calls) == 1 and len(got) == 3 and got[0] is got[1] is got[2]
+    assert np.all([g.startswith(b"event: state\nid: 1\n") for g in got])
+
+
+@pytest.mark.parametrize("value, words", [
+    ("10.1.2.3:8080", "--web 10.1.2.3:8080: plain HTTP shows the fabric's state"),
+    ("8080", "--web '8080'; expected HOST:PORT, e.g. 127.0.0.1:8080"),
+])
+def test_web_address_is_refused_off_loopback_or_malformed(value, words, capsys, tmp_path):
+    from fabroute.cli import main
+
+    assert main(["controller", str(tmp_path), "--web", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0], err
