@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 import warnings
 
 import numpy as np
@@ -162,6 +163,16 @@ def test_state_and_events_of_a_fabric_with_shares_and_a_cable_down():
             finally:
                 loop.kill()
             assert ids == [2, 3, 4]
+            # a cable event pushes at once, not at the next poll
+            web.poll = 600.0
+            loop = eventlet.spawn(web.loop)
+            try:
+                eventlet.sleep(0.05)
+                t = time.monotonic()
+                web.wake()
+                assert next(stream)["id"] == "5" and time.monotonic() - t < 5
+            finally:
+                loop.kill()
         finally:
             f.close()
             s.close()

@@ -448,6 +448,8 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
             return          # (cables move while a renumbering update runs: not failures)
         port = self.fabric.plan_port(st.switch, d.port_no)
         if port is not None and self._links.port(st.switch, port, up):
+            if self.web is not None:    # the map shows it before the repair is computed
+                self.web.wake()
             self.logger.warning("switch %d port %d %s: failed cables now %s", st.switch,
                                 d.port_no, "up" if up else "down",
                                 sorted(self._links.failed()) or "none")

@@ -6,7 +6,9 @@ Routes: ``/`` the page (``controller/openflow/page/``, package data), ``/map.js`
 layout (:func:`tablegen.drawing.positions.layout`, computed and encoded once),
 ``/state.json`` the controller's state now (:func:`controller.openflow.metrics.snapshot`,
 the numbers ``/metrics`` exports, plus ``seq`` and ``time``) and ``/events``, server-sent
-events: that state at once, then every poll (:meth:`Web.loop`).  A push encodes the state
+events: that state at once, then every poll (:meth:`Web.loop`) and at once when a cable
+fails or comes back (:meth:`Web.wake`: the map must not wait for a poll, nor for the
+repair the event starts).  A push encodes the state
 once and hands the same bytes to every client (an :class:`eventlet.event.Event` replaced
 per push, so a slow client skips states instead of queueing them); at most
 :data:`MAX_CLIENTS` streams at once (more: 503), and without a client nothing is computed.
@@ -24,6 +26,7 @@ from typing import Callable
 import eventlet
 from eventlet import wsgi
 from eventlet.event import Event
+from eventlet.queue import Empty, LightQueue
 
 from controller.openflow.metrics import View, snapshot
 from tablegen.drawing.positions import layout
@@ -56,6 +59,7 @@ class Web:
         self.pushed_at = None   # unix time of the last push
         self._layout: bytes | None = None
         self._next = Event()
+        self._wake = LightQueue(1)
 
     def layout_json(self) -> bytes:
         """``/layout.json``: the layout as :meth:`Layout.to_dict` writes it, plus ``poll``."""
@@ -89,11 +93,20 @@ class Web:
         ev.send(msg)
         return True
 
+    def wake(self) -> None:
+        """Push now rather than at the next poll (a cable failed or came back)."""
+        if self._wake.empty():
+            self._wake.put_nowait(True)
+
     def loop(self) -> None:
-        """Push every ``poll`` seconds, forever (a green thread of the hub)."""
+        """Push every ``poll`` seconds and on :meth:`wake`, forever (a green thread of the
+        hub)."""
         log = logging.getLogger("fabroute.web")
         while True:
-            eventlet.sleep(self.poll)
+            try:
+                self._wake.get(timeout=self.poll)
+            except Empty:
+                pass
             try:
                 self.push()
             except Exception:       # a bad state must not end the map's stream for good
