@@ -28,6 +28,7 @@ from tablegen.drawing.positions import layout
 from tablegen.routing.adaptive import AdaptiveParams
 from tablegen.routing.build import build_tables
 from tablegen.topologies.spec import build
+from test_metrics import port_stats
 
 
 @functools.lru_cache(maxsize=None)
@@ -127,7 +128,9 @@ def test_state_and_events_of_a_fabric_with_shares_and_a_cable_down():
     links = Links(ts)
     b = int(topo.adj[3, 0])
     assert links.port(3, int(topo.hosts[3]) + 1, False)
-    view = View(fabric=fab, links=links)
+    u0 = fab.switch_of(1)
+    stats = port_stats(topo, u0, np.arange(1, topo.radix + 1) * 1000.0)
+    view = View(fabric=fab, links=links, ports={1: (100.0, stats)})
     web = Web(lambda: view, topo, poll=0.2)
     with Server(web) as srv:
         assert web.push() is False and web.seq == 0, "no client: nothing computed"
@@ -142,8 +145,15 @@ def test_state_and_events_of_a_fabric_with_shares_and_a_cable_down():
             assert st["failures"]["cables"] == [[min(3, b), max(3, b)]]
             assert [x["switch"] for x in st["switches"]] == [fab.switch_of(1),
                                                               fab.switch_of(2)]
-            assert st["ugal"]["pairs"] is not None and len(st["ugal"]["pairs"]) == int(
-                dec.ugal.valid.sum())
+            # compact: network ports as [switch, port, peer switch, load, tx_bytes, time],
+            # UGAL-L's non-zero shares only (none yet) with the count of every pair
+            hs = int(topo.hosts[u0])
+            assert st["ports"] == [[u0, hs + 1 + j, int(topo.adj[u0, j]), None,
+                                    (j + 1) * 1000, 100.0]
+                                   for j in range(topo.radix) if topo.adj[u0, j] >= 0]
+            assert st["ugal"]["pairs"] == [] and st["ugal"]["n_pairs"] == int(
+                dec.ugal.valid.sum()) > 0
+            assert st["ugal"]["by_source"] == [0.0] * 50
             # a detour: the next push carries it, the same bytes for every stream
             dec.ugal.share[0, 5] = 2
             eventlet.sleep(0)
@@ -151,11 +161,16 @@ def test_state_and_events_of_a_fabric_with_shares_and_a_cable_down():
             ev = next(stream)
             assert ev["id"] == "1"
             st = json.loads(ev["data"])
-            pairs = {(u, k): v for u, k, v in st["ugal"]["pairs"]}
-            assert pairs[(0, 5)] == 2 / dec.ugal.slots > 0
-            assert sum(v > 0 for v in pairs.values()) == 1
+            share = 2 / dec.ugal.slots
+            assert st["ugal"]["pairs"] == [[0, 5, share]]
+            assert st["ugal"]["by_source"][0] == pytest.approx(
+                share / int(dec.ugal.valid[0].sum()))
+            assert sum(st["ugal"]["by_source"][1:]) == 0
             want = snapshot(view)
-            assert st["ugal"]["pairs"] == json.loads(json.dumps(want["ugal"]["pairs"]))
+            assert [p for p in want["ugal"]["pairs"] if p[2] > 0] == [(0, 5, share)]
+            assert {k: v for k, v in st.items() if k not in ("ports", "ugal", "time", "seq")} == \
+                json.loads(json.dumps({k: v for k, v in want.items()
+                                       if k not in ("ports", "ugal")}))
             # the loop pushes every poll by itself
             loop = eventlet.spawn(web.loop)
             try:

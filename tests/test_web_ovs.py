@@ -176,9 +176,11 @@ def test_live_map_in_chromium_switches_cables_shares_and_a_cable_down(tmp_path, 
                 sel = f'line[data-cable="{min(a, b)}-{max(a, b)}"]'
                 assert page.locator(sel).get_attribute("data-failed") == "0"
                 t_down = set_link(fnet, a, b, False)
+                wall_down = time.time()
                 page.wait_for_selector(f'{sel}[data-failed="1"]', timeout=10_000)
                 marked = time.monotonic() - t_down
-                assert marked <= 2 * POLL, marked
+                pushed = float(page.locator(sel).get_attribute("data-failed-since"))
+                shown = float(page.locator(sel).get_attribute("data-failed-shown"))
                 assert page.locator("#failed-count").get_attribute("data-count") == "1"
                 page.wait_for_timeout(2000)
                 shot = tmp_path / "live-map.png"
@@ -186,6 +188,16 @@ def test_live_map_in_chromium_switches_cables_shares_and_a_cable_down(tmp_path, 
                 if os.environ.get("FABROUTE_LIVE_MAP_PNG"):
                     save_small(shot, Path(os.environ["FABROUTE_LIVE_MAP_PNG"]))
                 assert float(page.locator("#age").get_attribute("data-age")) < 3 * POLL
+                # the repair's report (once it is verified) has the port event's time at the
+                # controller: from there to the page within two polls (Open vSwitch's own
+                # delay in reporting the veth down is not the map's)
+                st = ctl.wait_for(lambda s: (s.get("update") or {}).get("t_event"), 120,
+                                  "the repair's report")
+                t_event = st["update"]["t_event"]
+                delays = {"ovs": t_event - wall_down, "push": pushed - t_event,
+                          "shown": shown - pushed, "page": marked}
+                assert 0 <= pushed - t_event and marked - (t_event - wall_down) <= 2 * POLL, \
+                    delays
             finally:
                 load.join()
         assert report["misrouted"] == 0, json.dumps(report)[:2000]
@@ -193,4 +205,4 @@ def test_live_map_in_chromium_switches_cables_shares_and_a_cable_down(tmp_path, 
     finally:
         prom.stop()
         ctl.stop()
-    print(json.dumps({"marked_s": marked, "round": r, "shares": len(on_page)}))
+    print(json.dumps({"delays": delays, "round": r, "shares": len(on_page)}))

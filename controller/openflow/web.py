@@ -6,7 +6,8 @@ Routes: ``/`` the page (``controller/openflow/page/``, package data), ``/map.js`
 layout (:func:`tablegen.drawing.positions.layout`, computed and encoded once),
 ``/state.json`` the controller's state now (:func:`controller.openflow.metrics.snapshot`,
 the numbers ``/metrics`` exports, plus ``seq`` and ``time``) and ``/events``, server-sent
-events: that state at once, then every poll (:meth:`Web.loop`) and at once when a cable
+events of that state as the page draws it (:func:`compact`: a quarter of the bytes, which
+matters while a repair keeps the hub busy): at once, then every poll (:meth:`Web.loop`) and at once when a cable
 fails or comes back (:meth:`Web.wake`: the map must not wait for a poll, nor for the
 repair the event starts).  A push encodes the state
 once and hands the same bytes to every client (an :class:`eventlet.event.Event` replaced
@@ -31,7 +32,7 @@ from eventlet.queue import Empty, LightQueue
 from controller.openflow.metrics import View, snapshot
 from tablegen.drawing.positions import layout
 
-__all__ = ["MAX_CLIENTS", "PAGE", "Web", "serve"]
+__all__ = ["MAX_CLIENTS", "PAGE", "Web", "compact", "serve"]
 
 #: event streams served at once; the page is for a few operators, not a public site
 MAX_CLIENTS = 8
@@ -77,8 +78,9 @@ class Web:
         return snap
 
     def encode(self) -> bytes:
-        """The state as one server-sent event (``event: state``, ``id``: its ``seq``)."""
-        body = json.dumps(self.state(), separators=(",", ":"))
+        """The state, :func:`compact`, as one server-sent event (``event: state``, ``id``: its
+        ``seq``)."""
+        body = json.dumps(compact(self.state()), separators=(",", ":"))
         return f"event: state\nid: {self.seq}\ndata: {body}\n\n".encode()
 
     def push(self) -> bool:
@@ -149,6 +151,28 @@ class Web:
             return self.stream()
         return _reply(start_response, "404 Not Found", "text/plain",
                       b"not here: /, /layout.json, /state.json, /events\n")
+
+
+def compact(snap: dict) -> dict:
+    """What the page draws of a :meth:`Web.state`, smaller: ``ports`` only the network
+    ports, each ``[switch, port, peer switch, load, tx_bytes, time]``; UGAL-L's ``pairs``
+    only the non-zero shares, with ``n_pairs`` (every valid pair) and ``by_source`` (the
+    mean share of each source switch over its pairs); the rest as it is.  O(ports + pairs)."""
+    out = dict(snap)
+    out["ports"] = [[p["switch"], p["port"], int(p["peer"][1:].partition(":")[0]), p["load"],
+                     p["tx_bytes"], p["time"]] for p in snap["ports"]
+                    if p["peer"].startswith("s")]
+    ug = snap["ugal"]
+    if ug is not None and ug["pairs"] is not None:
+        n = snap["fabric"]["switches"]
+        total, count = [0.0] * n, [0] * n
+        for u, _, v in ug["pairs"]:
+            total[u] += v
+            count[u] += 1
+        out["ugal"] = {**ug, "pairs": [p for p in ug["pairs"] if p[2] > 0],
+                       "n_pairs": len(ug["pairs"]),
+                       "by_source": [t / c if c else 0.0 for t, c in zip(total, count)]}
+    return out
 
 
 def _reply(start_response, status: str, ctype: str, body: bytes):

@@ -1,7 +1,7 @@
 // fabroute's live fabric map: /layout.json once, then the controller's state from /events
 // (server-sent events, every poll).  Plain JS + SVG, no build step.  Every element a test
 // reads carries data attributes: data-switch / data-state / data-verified on switches,
-// data-cable="a-b" / data-failed / data-load on cables, data-src / data-dst / data-share
+// data-cable="a-b" / data-failed (data-failed-since) / data-load on cables, data-src / data-dst / data-share
 // on UGAL-L shares, data-seq / data-rounds on the summary.
 "use strict";
 const NS = "http://www.w3.org/2000/svg";
@@ -80,8 +80,15 @@ function draw(lay) {
   legend("load");
 }
 
-function markFailed(k, on) {
+// since: the server's time of the first state that showed the cable failed (and
+// data-failed-shown the browser's, both unix seconds)
+function markFailed(k, on, since) {
   for (const line of cables.get(k) || []) {
+    if (on && line.dataset.failed !== "1") {
+      line.dataset.failedSince = since ?? "";
+      line.dataset.failedShown = Date.now() / 1000;
+    }
+    if (!on) { delete line.dataset.failedSince; delete line.dataset.failedShown; }
     line.dataset.failed = on ? "1" : "0";
     line.classList.toggle("failed", on);
   }
@@ -119,10 +126,14 @@ function update(st) {
   cablesLoad(st);
   // failed cables: the controller's (the started set's and every port down)
   const failed = new Set((st.failures.cables || []).map(([a, b]) => key(a, b)));
-  for (const k of cables.keys()) markFailed(k, failed.has(k));
+  for (const k of cables.keys()) markFailed(k, failed.has(k), st.time);
   $("failed-count").textContent = failed.size;
   $("failed-count").dataset.count = failed.size;
-  $("failed-list").innerHTML = [...failed].map((k) => `<li data-failed-cable="${k}">${k}</li>`).join("");
+  $("failed-list").innerHTML = [...failed].map((k) => {
+    const since = cables.get(k)?.[0]?.dataset.failedSince;
+    return `<li data-failed-cable="${k}">${k}${since ? ", since " +
+      new Date(since * 1000).toLocaleTimeString() : ""}</li>`;
+  }).join("");
   updates(st.update);
   ugal(st.ugal);
   tick();
@@ -131,17 +142,14 @@ function update(st) {
 function cablesLoad(st) {
   const load = new Map(), rate = new Map(), ports = new Map();
   const estimated = st.ugal !== null;     // UGAL-L's estimator measures every network port
-  for (const p of st.ports) {
-    const m = /^s(\d+):/.exec(p.peer);
-    if (!m) continue;
-    const k = key(p.switch, +m[1]), id = `${p.switch}:${p.port}`;
-    if (p.load !== null) {
-      load.set(k, Math.max(load.get(k) ?? 0, p.load));
-    }
-    ports.set(id, [p.time, p.tx_bytes]);
+  // network ports: [switch, port, peer switch, load, tx_bytes, time] (web.py: compact)
+  for (const [u, port, v, pload, tx, t] of st.ports) {
+    const k = key(u, v), id = `${u}:${port}`;
+    if (pload !== null) load.set(k, Math.max(load.get(k) ?? 0, pload));
+    ports.set(id, [t, tx]);
     const old = prevPorts.get(id);
-    if (old && p.time > old[0]) {
-      const mbit = (p.tx_bytes - old[1]) * 8 / (p.time - old[0]) / 1e6;
+    if (old && t > old[0]) {
+      const mbit = (tx - old[1]) * 8 / (t - old[0]) / 1e6;
       rate.set(k, Math.max(rate.get(k) ?? 0, mbit));
     }
   }
@@ -193,28 +201,21 @@ function ugal(ug) {
   $("ugal-dst").innerHTML = ug.by_destination.map((v, k) =>
     `<tr data-dst-share="${k}" data-share="${v}"><td>${ug.keys} ${k}</td>` +
     `<td>${(v * 100).toFixed(1)} %</td></tr>`).join("");
-  const bySrc = new Map();
-  const rows = [];
-  for (const [u, k, v] of ug.pairs || []) {
-    const s = bySrc.get(u) || [0, 0];
-    bySrc.set(u, [s[0] + v, s[1] + 1]);
-    if (v > 0) rows.push([u, k, v]);
-  }
+  const rows = [...(ug.pairs || [])];      // the non-zero shares (web.py: compact)
   rows.sort((a, b) => b[2] - a[2] || a[0] - b[0] || a[1] - b[1]);
   $("ugal-pairs").tBodies[0].innerHTML = rows.slice(0, MAX_ROWS).map(([u, k, v]) =>
     `<tr class="share" data-src="${u}" data-dst="${k}" data-share="${v}"><td>${u}</td>` +
     `<td>${k}</td><td>${(v * 100).toFixed(1)} %</td></tr>`).join("");
   $("ugal-more").textContent = ug.pairs === null ? "too many pairs: means per destination only"
     : rows.length > MAX_ROWS ? `${rows.length - MAX_ROWS} more not shown`
-    : `${rows.length} of ${ug.pairs.length} (source, ${ug.keys}) pairs detour`;
+    : `${rows.length} of ${ug.n_pairs} (source, ${ug.keys}) pairs detour`;
   // per switch: its mean share as the outline (blue: it detours) and the tooltip
   switches.forEach((c, i) => {
     if (!c) return;
-    const s = bySrc.get(i);
-    const mean = s ? s[0] / s[1] : 0;
-    c.dataset.share = s ? mean : "";
+    const mean = ug.by_source ? ug.by_source[i] : null;
+    c.dataset.share = mean ?? "";
     c.classList.toggle("shared", mean > 0);
-    if (s && mean > 0) c.firstChild.textContent += `; mean share ${(mean * 100).toFixed(1)} %`;
+    if (mean > 0) c.firstChild.textContent += `; mean share ${(mean * 100).toFixed(1)} %`;
   });
 }
 
