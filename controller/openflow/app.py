@@ -448,14 +448,16 @@ class FabrouteApp(RoleMixin, LldpMixin, app_manager.OSKenApp):
             return          # (cables move while a renumbering update runs: not failures)
         port = self.fabric.plan_port(st.switch, d.port_no)
         if port is not None and self._links.port(st.switch, port, up):
-            if self.web is not None:    # the map shows it before the repair is computed
-                self.web.wake()
+            t_event = time.time()
+            if self.web is not None:    # the map shows it before the repair is computed:
+                self.web.wake()         # the push, then its writes run before the updater
+                hub.sleep(0)
             self.logger.warning("switch %d port %d %s: failed cables now %s", st.switch,
                                 d.port_no, "up" if up else "down",
                                 sorted(self._links.failed()) or "none")
             if self._writes():      # a standby only follows: its takeover routes around
                 self._updates.put(("links", f"switch {st.switch} port {d.port_no} "
-                                   f"{'up' if up else 'down'}", time.time(), None))
+                                   f"{'up' if up else 'down'}", t_event, None))
 
     def _updater(self):
         """Apply the queued updates one at a time: a table directory loaded over the control
