@@ -26,7 +26,7 @@ LAYERS = [
      "tablegen.drawing"),
     ("tablegen.exports",),
     ("tablegen.cli", "tablegen.ib_cli", "tablegen.verify_cli", "tablegen.fabric_cli",
-     "tablegen.draw_cli"),
+     "tablegen.draw_cli", "tablegen.design_cli"),
     ("controller",),
     ("emulation", "simulator"),
     ("fabroute",),
