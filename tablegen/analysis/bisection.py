@@ -53,8 +53,8 @@ def bisection(topo: Topology, seed: int = 1) -> dict:
     xadj, adjncy, ew = csr(topo)
     vw = np.maximum(topo.hosts.astype(np.int64), 1)
     opts = pymetis.Options(seed=seed)
-    cut, parts = pymetis.part_graph(2, xadj=xadj, adjncy=adjncy, vweights=vw, eweights=ew,
-                                    options=opts)
+    cut, parts = pymetis.part_graph(2, adjacency=pymetis.CSRAdjacency(xadj, adjncy),
+                                    vweights=vw, eweights=ew, options=opts)
     parts = np.asarray(parts)
     l = topo.links
     crossing = int((parts[l[:, 0]] != parts[l[:, 2]]).sum())

@@ -34,8 +34,9 @@ FAMILIES = ("slimfly", "dragonfly", "dsnf", "fattree", "fbfly", "hypercube", "to
 MAX_FACTOR = 2.0
 
 #: Up to this many switches the average distance is exact (all sources); above, the mean
-#: over this many sources drawn with a fixed seed.
+#: over :data:`DISTANCE_SAMPLED_SOURCES` sources drawn with a fixed seed.
 DISTANCE_ALL_SOURCES = 2048
+DISTANCE_SAMPLED_SOURCES = 256
 
 
 def _prime_power(q: int) -> bool:
@@ -135,7 +136,8 @@ def size_family(family: str, n: int) -> tuple[str, int]:
 def avg_distance(topo: Topology) -> float | None:
     """Mean router hops between two distinct endpoints (0 on one router), over ordered
     endpoint pairs: ``sum h_i h_j d(i, j) / (N (N - 1))``.  Exact up to
-    :data:`DISTANCE_ALL_SOURCES` switches, else from that many seeded random sources.
+    :data:`DISTANCE_ALL_SOURCES` switches, else from :data:`DISTANCE_SAMPLED_SOURCES` seeded
+    random sources.
     ``None`` if disconnected or with under two endpoints.  O(S (N + L))."""
     n, hosts = topo.n_switches, topo.hosts.astype(np.float64)
     total = hosts.sum()
@@ -146,7 +148,8 @@ def avg_distance(topo: Topology) -> float | None:
     if n <= DISTANCE_ALL_SOURCES:
         src = np.arange(n)
     else:
-        src = np.sort(np.random.default_rng(1).choice(n, DISTANCE_ALL_SOURCES, replace=False))
+        rng = np.random.default_rng(1)
+        src = np.sort(rng.choice(n, DISTANCE_SAMPLED_SOURCES, replace=False))
     d = shortest_path(g, directed=False, unweighted=True, indices=src)
     if not np.isfinite(d).all():
         return None
