@@ -30,8 +30,9 @@ __all__ = ["FAMILIES", "MAX_FACTOR", "candidates", "size_family", "avg_distance"
 FAMILIES = ("slimfly", "dragonfly", "dsnf", "fattree", "fbfly", "hypercube", "torus",
             "jellyfish")
 
-#: A family is sized to N only if its nearest size is within a factor 2 of N.
-MAX_FACTOR = 2.0
+#: A family is sized to N only if its nearest size is within a factor 3 of N (the balanced
+#: Dragonfly's sizes 72, 342, 1,056, 2,550 ... are up to 4.75 apart).
+MAX_FACTOR = 3.0
 
 #: Up to this many switches the average distance is exact (all sources); above, the mean
 #: over :data:`DISTANCE_SAMPLED_SOURCES` sources drawn with a fixed seed.
