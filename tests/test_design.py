@@ -216,3 +216,11 @@ def test_bad_price_file_on_the_command_line(tmp_path, capsys):
     missing = _prices_file(tmp_path, "electric_max_m = 2.5=>")
     assert "missing layout.electric_max_m" in refusal(
         ["design", "-n", "500", "--prices", missing], capsys)
+
+
+def test_router_radix_counts_connected_ports_only():
+    # DSN-F keeps 8 fixed port slots but its switches have at most 5 cables ([DSNF] Theorem
+    # 1; n = 32: switch 0 has links to 1, 2, 13, 23, 24) and one endpoint: radix 6
+    topo = build("dsnf:n=32")
+    assert topo.radix == 8
+    assert cost(topo, load_prices())["radix"] == 6

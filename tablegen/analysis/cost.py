@@ -142,8 +142,10 @@ def cable_kinds(topo: Topology, prices: Prices) -> tuple[np.ndarray, np.ndarray]
 def cost(topo: Topology, prices: Prices) -> dict:
     """Routers, radix, endpoints, cables by kind, and cost and power in all and per endpoint.
 
-    * ``radix``: the largest router radix, endpoint ports included (``hosts + network port
-      slots``); every router is priced and powered at its own radix.
+    * ``radix``: the radix of the router the fabric is built of, the largest number of
+      connected ports on one switch (endpoints + cables), as the paper's "Radix (k)" row:
+      every router is priced and powered at it; port slots no cable uses (DSN-F keeps
+      fixed slots for growth) are not bought.
     * ``cables``: ``{"electric", "fiber"}`` router-to-router cables by kind
       (:func:`cable_kinds`), and ``"endpoint"``, the endpoint cables, which the paper's
       table does not count and the cost leaves out (docs/design.md).
@@ -153,10 +155,8 @@ def cost(topo: Topology, prices: Prices) -> dict:
 
     O(N + L).  Bad input when a router's price comes out negative."""
     n = topo.n_switches
-    ports = topo.hosts.astype(np.int64) + topo.radix
-    radix = int(ports.max()) if n else 0
-    router_usd = sum(prices.router_price(int(k)) * int(c)
-                     for k, c in zip(*np.unique(ports, return_counts=True)))
+    radix = int((topo.hosts.astype(np.int64) + topo.degree).max()) if n else 0
+    router_usd = prices.router_price(radix) * n if n else 0.0
     length, electric = cable_kinds(topo, prices)
     g = prices["cable.gbps"]
     cable_usd = float(
@@ -164,7 +164,7 @@ def cost(topo: Topology, prices: Prices) -> dict:
              + prices["cable.electric_per_gbps"]).sum()
         + g * (prices["cable.fiber_per_gbps_per_m"] * length[~electric]
                + prices["cable.fiber_per_gbps"]).sum())
-    watts = float(ports.sum() * prices["power.lanes_per_port"]
+    watts = float(n * radix * prices["power.lanes_per_port"]
                   * prices["power.serdes_per_lane"] * prices["power.watts_per_serdes"])
     endpoints = topo.n_hosts
     per = (lambda v: v / endpoints) if endpoints else (lambda v: None)
