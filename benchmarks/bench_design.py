@@ -13,13 +13,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import copy
 import time
+from pathlib import Path
 
 import numpy as np
 
 from tablegen.analysis.bisection import bisection, csr
-from tablegen.analysis.cost import Prices, cost, load_prices
+from tablegen.analysis.cost import cost, load_prices
 from tablegen.topologies.spec import build
 
 PARTITION_SPECS = ["torus:x=8,y=8", "torus:x=64,y=64", "slimfly:q=5", "slimfly:q=19",
@@ -73,14 +73,6 @@ def partitioners(repeat: int) -> None:
               f"{np.median(tk):.3f} |")
 
 
-def _with(prices: Prices, **changes) -> Prices:
-    v = copy.deepcopy(prices.values)
-    for key, value in changes.items():
-        table, name = key.split("__")
-        v[table][name] = value
-    return Prices(v, "changed")
-
-
 def _row(doc) -> tuple:
     return (doc["endpoints"], doc["routers"], doc["radix"], doc["cables"]["electric"],
             doc["cables"]["fiber"], round(doc["cost_per_endpoint"]),
@@ -111,10 +103,12 @@ def case_study() -> None:
     same = unmerged[sf.links[:, 0]] == unmerged[sf.links[:, 2]]
     print(f"Slim Fly, one group per rack: electric {int(same.sum()):,}, fiber "
           f"{int((~same).sum()):,}")
-    for fiber in (7.2745, 4.0, 3.0, 2.5, 2.0):
-        Q = _with(P, cable__fiber_per_gbps=fiber)
-        out = [round(cost(build(spec), Q)["cost_per_endpoint"]) for _, spec, _ in CASE_STUDY]
-        print(f"fiber_per_gbps = {fiber}: $/node {out}")
+    fit = load_prices(Path(__file__).with_name("prices-slides-fit.toml"))
+    print("\n--prices benchmarks/prices-slides-fit.toml (fiber_per_gbps 2.5):")
+    for label, spec, paper in CASE_STUDY:
+        got = cost(build(spec), fit)["cost_per_endpoint"]
+        diff = 100 * (got - paper[5]) / paper[5]
+        print(f"| {label} | {paper[5]:,} | {got:,.0f} | {diff:+.1f} % |")
 
 
 def main() -> None:
