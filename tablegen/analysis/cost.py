@@ -47,7 +47,7 @@ _MAY_BE_NEGATIVE = {("router", "intercept")}
 @dataclass(frozen=True)
 class Prices:
     """The model's constants, ``{table: {key: value}}`` as in ``prices.toml``, and the file
-    they came from."""
+    they came from (as given, or ``default (...)``)."""
 
     values: dict
     source: str
@@ -71,6 +71,7 @@ def load_prices(path: str | Path | None = None) -> Prices:
     """The price file at ``path`` (default :data:`DEFAULT_PRICES`), checked: every key of
     :data:`_KEYS` present, a finite number, >= 0 where it is a price.  One-line
     :class:`BadInput` naming the file and key otherwise."""
+    source = str(path) if path is not None else "default (tablegen/analysis/prices.toml)"
     path = Path(path) if path is not None else DEFAULT_PRICES
     try:
         raw = tomllib.loads(path.read_text())
@@ -98,7 +99,7 @@ def load_prices(path: str | Path | None = None) -> Prices:
                 raise BadInput(f"--prices {path}: {table}.{key} = {v} is negative; expected "
                                "a price >= 0")
             values[table][key] = float(v)
-    return Prices(values, str(path))
+    return Prices(values, source)
 
 
 def racks(topo: Topology) -> np.ndarray:
