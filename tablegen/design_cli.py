@@ -7,18 +7,24 @@ nothing written."""
 from __future__ import annotations
 
 from tablegen.errors import BadInput
+from tablegen.limits import MAX_HOSTS, int_option
 from tablegen.output import emit, json_option, num
+
+#: Failure orders a resilience may average over (each costs O(log L) connectivity tests).
+MAX_SEEDS = 1000
 
 
 def _common(sp) -> None:
     sp.add_argument("--prices", metavar="FILE", help="TOML price file (the model's constants; "
                     "default: the paper's, tablegen/analysis/prices.toml)")
-    sp.add_argument("--seeds", type=int, default=20, help="random cable-failure orders for "
-                    "the disconnection resilience")
-    sp.add_argument("--diameter-seeds", type=int, default=5, help="failure orders for the "
+    sp.add_argument("--seeds", type=int_option(1, MAX_SEEDS, "seed count"), default=20,
+                    help="random cable-failure orders for the disconnection resilience")
+    sp.add_argument("--diameter-seeds", type=int_option(1, MAX_SEEDS, "seed count"),
+                    default=5, help="failure orders for the "
                     "diameter resilience (the costlier test)")
-    sp.add_argument("--slack", type=int, default=0, help="diameter resilience: the fabric "
-                    "survives while its diameter grows by at most this many hops")
+    sp.add_argument("--slack", type=int_option(0, 255, "hop count"), default=0,
+                    help="diameter resilience: the fabric survives while its diameter grows "
+                    "by at most this many hops")
 
 
 def add_parsers(sub) -> None:
@@ -37,10 +43,12 @@ def add_parsers(sub) -> None:
     sp = sub.add_parser("design", help="every topology family sized to about N endpoints, "
                         "ranked by cost and power per endpoint, with bisection and "
                         "resilience")
-    sp.add_argument("--endpoints", "-n", type=int, required=True, metavar="N",
+    sp.add_argument("--endpoints", "-n", type=int_option(1, MAX_HOSTS, "endpoint count"),
+                    required=True, metavar="N",
                     help="the number of endpoints to size every family to")
     sp.add_argument("--families", metavar="F,F,...", default=",".join(FAMILIES),
-                    help="the families to compare")
+                    help="the families to compare (default: all eight, "
+                    + ", ".join(FAMILIES) + ")")
     sp.add_argument("--plot", metavar="FILE.png", help="also write cost and power per "
                     "endpoint against N (N/16 .. 2N) for every family, as the paper's plots")
     _common(sp)
@@ -48,15 +56,9 @@ def add_parsers(sub) -> None:
     sp.set_defaults(func=cmd_design)
 
 
-def _checked(args):
+def _prices(args):
     from tablegen.analysis.cost import load_prices
 
-    for name in ("seeds", "diameter_seeds"):
-        if getattr(args, name) < 1:
-            raise BadInput(f"--{name.replace('_', '-')} {getattr(args, name)}; expected an "
-                           "integer >= 1")
-    if args.slack < 0:
-        raise BadInput(f"--slack {args.slack}; expected an integer >= 0")
     return load_prices(args.prices)
 
 
@@ -65,7 +67,7 @@ def cmd_cost(args) -> int:
     from tablegen.analysis.design import evaluate
     from tablegen.cli import topology_of
 
-    prices = _checked(args)
+    prices = _prices(args)
     doc = evaluate(topology_of(args.spec), prices, args.seeds, args.diameter_seeds,
                    args.slack)
     doc["prices"] = prices.source
@@ -78,7 +80,7 @@ def cmd_design(args) -> int:
     from tablegen.analysis.design import FAMILIES, curves, design, plot
     from tablegen.exports.outdir import check_out_file
 
-    prices = _checked(args)
+    prices = _prices(args)
     families = [f.strip().lower() for f in args.families.split(",") if f.strip()]
     unknown = [f for f in families if f not in FAMILIES]
     if unknown or not families:

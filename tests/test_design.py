@@ -199,10 +199,12 @@ def test_design_json_and_plot(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, words", [
     (["design", "-n", "1000", "--families", "slimfly,mesh"], "mesh"),
-    (["design", "-n", "10000000", "--families", "dragonfly"], "too large for dragonfly"),
+    (["design", "-n", "100000", "--families", "hypercube"], "too large for hypercube"),
+    (["design", "-n", "10000000"], "--endpoints"),
     (["design", "-n", "5", "--families", "slimfly"], "too small for slimfly"),
     (["cost", "mesh:n=4"], "mesh"),
     (["cost", "slimfly:q=5", "--seeds", "0"], "--seeds"),
+    (["cost", "slimfly:q=5", "--slack", "５"], "--slack"),
     (["design", "-n", "500", "--plot", "x.svg"], ".png"),
 ])
 def test_bad_input_is_one_line(argv, words, capsys):
