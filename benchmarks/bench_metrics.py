@@ -90,7 +90,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=20.0, help="idle time measured per run")
     ap.add_argument("--poll", type=float, default=1.0)
-    ap.add_argument("--scrape", type=float, default=1.0, help="Prometheus' scrape interval")
+    ap.add_argument("--scrape", type=float, default=5.0, help="Prometheus' scrape interval")
     ap.add_argument("--json", help="write every run here")
     args = ap.parse_args()
     ensure_ovs()
