@@ -88,7 +88,8 @@ SPEC is KIND:KEY=VALUE,... (defaults in brackets); a table directory is taken to
   hypercube:d=D[,hosts=H]      2^d switches
   jellyfish:n=N,k=K[,seed=S,hosts=H]
                                random k-regular graph on n switches, n*k even [seed=1]
-hosts=H: hosts per switch [1] (slimfly, dragonfly: p; fattree, fbfly: as above).  Every kind also takes
+hosts=H: hosts per switch [1] (slimfly, dragonfly: p; fattree, fbfly: as above).
+Every kind also takes
   fail=A-B[+C-D...]: the fabric without every cable between switches A and B (and C, D).
 Values are integers (ASCII digits) except arrangement and fail; each key at most once.
 Every name fabroute prints (e.g. dsnf:n=64,p=4) is a SPEC of the same fabric."""
