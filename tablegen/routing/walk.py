@@ -111,10 +111,11 @@ def walk_all_pairs(adj, t0_by_dst, t1_by_dst, two_phase, exit_port, vc_inc, n_vc
 
 
 def data_destinations(topo: Topology) -> np.ndarray:
-    """``bool[N]``: the switches packets are addressed to, those with hosts (a fat tree's
-    aggregation and core switches receive only management traffic: the subnet manager's on
-    InfiniBand's VL 15, none in OpenFlow, where the controller is out of band).  A fabric
-    without any host is checked as if every switch were an endpoint.  O(N)."""
+    """``bool[N]``: the switches data packets are addressed to, those with hosts (a fat
+    tree's aggregation and core switches receive only management traffic; in OpenFlow none,
+    the controller is out of band; InfiniBand's own proof, ``verify`` of the IB files, walks
+    the switch LIDs as well).  A fabric without any host is checked as if every switch were
+    an endpoint.  O(N)."""
     has = np.asarray(topo.hosts) > 0
     return has if has.any() else np.ones_like(has)
 
