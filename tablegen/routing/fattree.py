@@ -5,11 +5,11 @@ goes up, then down: edge -> aggregation -> edge inside a pod, edge -> aggregatio
 aggregation -> edge between pods.  Up*/down* paths have no cyclic channel dependency (every
 dependency goes up a level, down a level, or turns from up to down, never down to up), so
 MIN needs one VC: the ``updown`` scheme of :mod:`tablegen.routing.build`, proven by
-``verify`` on the tables.  Toward an aggregation or core switch (no hosts: only the subnet
-manager's or controller's own traffic) some shortest paths turn down then up (two
-aggregation switches of one pod meet through an edge switch); those tables stay shortest
+``verify`` on the tables.  Toward an aggregation or core switch (no hosts: management
+traffic only) some shortest paths turn down then up (two aggregation switches of one pod
+meet through an edge switch); those tables stay shortest
 (:func:`~tablegen.routing.build.graph_min`) and carry no data, so the deadlock proof leaves
-them out (:mod:`tablegen.verify`).
+them out (:func:`tablegen.routing.walk.data_destinations`).
 
 Spreading: the tables are per destination switch, so if the up port depended on the
 destination alone, every packet toward edge switch ``d`` from another pod would come down
