@@ -124,7 +124,7 @@ def _cost_text(d: dict) -> list[str]:
 
 
 def _design_text(d: dict) -> list[str]:
-    head = (f"{'family':<10} {'spec':<34} {'N':>7} {'routers':>7} {'k':>3} {'electric':>8} "
+    head = (f"{'family':<10} {'spec':<46} {'N':>7} {'routers':>7} {'k':>3} {'electric':>8} "
             f"{'fiber':>7} {'$/endp':>7} {'W/endp':>6} {'dist':>5} {'bisect':>6} "
             f"{'disc':>5} {'diam':>5}")
     lines = [f"families sized to about {num(d['endpoints'])} endpoints, cheapest first "
@@ -133,7 +133,7 @@ def _design_text(d: dict) -> list[str]:
         dist = "-" if f["avg_distance"] is None else f"{f['avg_distance']:.2f}"
         frac = f["bisection"]["fraction"]
         lines.append(
-            f"{f['family']:<10} {f['spec'][:34]:<34} {f['endpoints']:>7} {f['routers']:>7} "
+            f"{f['family']:<10} {f['spec'][:46]:<46} {f['endpoints']:>7} {f['routers']:>7} "
             f"{f['radix']:>3} {f['cables']['electric']:>8} {f['cables']['fiber']:>7} "
             f"{f['cost_per_endpoint']:>7.0f} {f['power_per_endpoint_w']:>6.2f} {dist:>5} "
             f"{'-' if frac is None else f'{frac:.2f}':>6} "
