@@ -4,6 +4,7 @@ emulated fabric."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -54,6 +55,9 @@ def add_parsers(sub) -> None:
     sp.add_argument("--json", action="store_true", help="print the report as JSON (for "
                     "scripts) instead of text; with --traffic or a live update, no progress "
                     "log")
+    sp.add_argument("--metrics", type=loopback_address, metavar="HOST:PORT", help="the "
+                    "controller serves Prometheus metrics on http://HOST:PORT/metrics while "
+                    "it runs (a loopback address; docs/operations.md)")
     g = sp.add_argument_group("load (instead of the all-pairs probes)")
     g.add_argument("--traffic", action="append", metavar="PATTERN", help="run traffic: "
                    "uniform, worst-case (Dragonfly), adversarial (Slim Fly), ... (simulator "
@@ -146,6 +150,26 @@ def _add_ib_compare_parser(ib) -> None:
     sp.set_defaults(func=cmd_ib_compare)
 
 
+def loopback_address(text: str) -> str:
+    """An argparse ``type=``: ``HOST:PORT`` on a loopback address, for what the emulation's
+    controller serves over plain HTTP (the fabric runs on this machine only)."""
+    from controller.openflow.launcher import is_loopback
+
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not is_loopback(host):
+        raise argparse.ArgumentTypeError(f"{text!r:.60} is not a loopback HOST:PORT; expected "
+                                         "e.g. 127.0.0.1:9108")
+    return text
+
+
+loopback_address.__name__ = "loopback HOST:PORT"
+
+
+def _served(args) -> tuple[str, ...]:
+    """The controller options that serve what an operator watches (``--metrics``)."""
+    return ("--metrics", args.metrics) if args.metrics else ()
+
+
 def cmd_emulate(args) -> int:
     from emulation.mininet.session import run
     from simulator.traffic import parse
@@ -191,8 +215,8 @@ def cmd_emulate(args) -> int:
     try:
         report = run(ts, check=args.check, samples=args.samples,
                      hosts_per_switch=args.hosts_per_switch, keep=args.keep, tls=args.tls,
-                     log=con.log, on_report=lambda r: (emit(r, args.json),
-                                                       sys.stdout.flush()))
+                     controller_extra=_served(args), log=con.log,
+                     on_report=lambda r: (emit(r, args.json), sys.stdout.flush()))
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
@@ -218,15 +242,17 @@ def _emulate_live(ts, args, fail, con) -> int:
     try:
         if args.standby:
             rep = run_standby(ts, fail[0] if fail else None, rate=args.rate,
-                              prepare_mib=args.prepare_mib, log=log)
+                              prepare_mib=args.prepare_mib, log=log,
+                              controller_extra=_served(args))
         elif args.transform:
-            rep = run_transform(ts, rate=args.rate, log=log)
+            rep = run_transform(ts, rate=args.rate, log=log, controller_extra=_served(args))
         elif args.expand is not None:
-            rep = run_expand(ts, args.expand, rate=args.rate, log=log)
+            rep = run_expand(ts, args.expand, rate=args.rate, log=log,
+                             controller_extra=_served(args))
         else:
             rep = run_fail(ts, fail, rate=args.rate, fast_failover=args.fast_failover,
                            repair=not args.no_link_repair, prepare_mib=args.prepare_mib,
-                           log=log)
+                           log=log, controller_extra=_served(args))
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1
@@ -242,7 +268,8 @@ def _emulate_load(ts, args, con) -> int:
     try:
         rep = run_load(ts, [(t, args.duration) for t in args.traffic], load=args.load,
                        link_mbit=link, adaptive=adaptive_of(args),
-                       hosts_per_switch=args.hosts_per_switch, tls=args.tls, log=log)
+                       hosts_per_switch=args.hosts_per_switch, tls=args.tls, log=log,
+                       controller_extra=_served(args))
     except RunFailed as e:
         print(f"emulate: {e}", file=sys.stderr)
         return 1

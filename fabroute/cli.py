@@ -35,6 +35,7 @@ try:
     from fabroute import demo, shell
     from simulator import cli as simulator_cli
     from tablegen import cli as tablegen_cli
+    from tablegen import design_cli as tablegen_design_cli
     from tablegen import draw_cli as tablegen_draw_cli
     from tablegen import fabric_cli as tablegen_fabric_cli
     from tablegen import ib_cli as tablegen_ib_cli
@@ -124,6 +125,7 @@ def parser() -> argparse.ArgumentParser:
     tablegen_cli.add_parsers(sub)       # topology tables verify path analyze expand compare
     tablegen_fabric_cli.add_parsers(sub)    # reconcile
     tablegen_draw_cli.add_parsers(sub)      # draw
+    tablegen_design_cli.add_parsers(sub)    # cost design
     simulator_cli.add_throughput_bound(sub.choices["analyze"])
     demo.add_parser(sub)
     controller_cli.add_parsers(sub)     # controller

@@ -94,7 +94,8 @@ def _emulation(ts, con) -> int:
     con.print(f"Prometheus metrics while it runs: http://{metrics}/metrics")
     try:
         with con.status("OpenFlow over TLS: Mininet + Open vSwitch, controller, probes…"):
-            rep = run(ts, log=lambda *a: None, tls=True, metrics=metrics)
+            rep = run(ts, log=lambda *a: None, tls=True,
+                      controller_extra=("--metrics", metrics))
     except RunFailed as e:
         con.print(f"[red]emulation: {e}")
         return 1

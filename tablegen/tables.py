@@ -43,7 +43,7 @@ from tablegen.limits import MAX_VCS  # VCs a table set may use
 from tablegen.topology import Topology
 
 NO_PORT = -1
-VC_SCHEMES = ("hop", "global", "dateline")
+VC_SCHEMES = ("hop", "global", "dateline", "updown")
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class TableSet:
         exit_port: ``bool[N, R]`` for classes with ``exit == 'port'``.
         num_vcs: number of VCs the tables use (VCs saturate at ``num_vcs - 1``).
         vc_scheme: ``hop`` (hop-indexed), ``global`` (Kim et al.: +1 after each global hop),
-            ``dateline`` (ring datelines).
+            ``dateline`` (ring datelines), ``updown`` (fat-tree MIN: one VC).
         params: routing parameters (tie-break, UGAL threshold and rule, non-minimal variant).
     """
 

@@ -28,7 +28,8 @@ class Topology:
     """Switches, hosts and links of one fabric.
 
     Attributes:
-        kind: topology family (``slimfly``, ``dragonfly``, ``dsnf``, ``torus``, ``dsn``, ``dln``).
+        kind: topology family (``slimfly``, ``dragonfly``, ``dsnf``, ``torus``, ``dsn``, ``dln``,
+            ``fattree``, ``fbfly``, ``hypercube``, ``jellyfish``).
         params: resolved construction parameters (JSON-serialisable), e.g. ``{"q": 5, "xi": 2}``.
         label_names: names of the label fields, e.g. ``("s", "x", "y")``.
         labels: ``int32[N, len(label_names)]`` label of every switch.

@@ -211,18 +211,23 @@ def rebuilt_topology(topo, intact: bool = False):
     the failures its name carries (the fabric as cabled).  A stored name without ``hosts=``
     (written before names carried it) gets a rebuilt topology named the same way."""
     from tablegen.errors import TopologyError
-    from tablegen.topologies import baselines, dragonfly, dsnf, slimfly
+    from tablegen.topologies import (baselines, dragonfly, dsnf, fattree, hamming, jellyfish,
+                                     slimfly)
 
     builders = {"slimfly": slimfly.build_slimfly, "dragonfly": dragonfly.build_dragonfly,
                 "dsnf": dsnf.build_dsnf, "torus": baselines.build_torus,
-                "dsn": baselines.build_dsn, "dln": baselines.build_dln}
+                "dsn": baselines.build_dsn, "dln": baselines.build_dln,
+                "fattree": fattree.build_fattree, "fbfly": hamming.build_fbfly,
+                "hypercube": hamming.build_hypercube, "jellyfish": jellyfish.build_jellyfish}
     if topo.kind not in builders:
         raise TopologyError(f"kind {topo.kind!r}; expected one of {', '.join(builders)}")
     from tablegen.topologies.failures import failed_pairs, without_links
 
     failed = [] if intact else failed_pairs(topo.params)
     kw = {k: v for k, v in topo.params.items() if k != "fail"}
-    if topo.kind not in ("slimfly", "dragonfly"):
+    # The baselines added with the fat tree always named a host count other than their
+    # default (and the fat tree's differ by level): their parameters are complete.
+    if topo.kind in ("torus", "dsn", "dln", "dsnf"):
         hosts = np.unique(topo.hosts)
         if len(hosts) != 1:
             raise TopologyError(f"{topo.name()}: hosts per switch differ; fabroute builds "

@@ -55,7 +55,10 @@ SAMPLE = ["slimfly:q=5", "slimfly:q=4", "slimfly:q=7,p=2,xi=5", "dragonfly:p=2,a
           "dragonfly:p=1,a=3,h=1,g=3,arrangement=relative", "dsnf:n=8", "dsnf:n=64",
           "dsnf:n=64,p=3", "dsnf:n=40,hosts=2", "dsnf:n=32,fail=0-1", "torus:x=4,y=5,hosts=2",
           "dsn:n=32", "dsn:n=32,x=2,hosts=0", "dln:n=32,seed=5", "dln:n=24,x=3,hosts=3",
-          "slimfly:q=5,fail=0-1+0-4", "torus:x=3,y=4,fail=0-1"]
+          "slimfly:q=5,fail=0-1+0-4", "torus:x=3,y=4,fail=0-1", "fattree:k=4",
+          "fattree:k=6,hosts=2", "fattree:k=4,fail=0-8", "fbfly:k=3,n=3", "fbfly:k=4,n=2,hosts=1",
+          "hypercube:d=4", "hypercube:d=3,hosts=0", "jellyfish:n=20,k=3",
+          "jellyfish:n=20,k=4,seed=2,hosts=2"]
 
 
 @pytest.mark.parametrize("spec", SAMPLE)
@@ -80,7 +83,12 @@ def good_specs(draw) -> str:
             "torus": {"x": st.integers(2, 6), "y": st.integers(2, 6), "hosts": st.integers(0, 3)},
             "dsn": {"n": st.integers(8, 80), "x": st.integers(1, 4), "hosts": st.integers(0, 3)},
             "dln": {"n": st.integers(12, 60), "x": st.integers(2, 4), "seed": st.integers(0, 9),
-                    "hosts": st.integers(0, 3)}}[kind]
+                    "hosts": st.integers(0, 3)},
+            "fattree": {"k": st.sampled_from([3, 4, 6]), "hosts": st.integers(0, 3)},
+            "fbfly": {"k": st.integers(1, 4), "n": st.integers(1, 4), "hosts": st.integers(0, 3)},
+            "hypercube": {"d": st.integers(0, 5), "hosts": st.integers(0, 3)},
+            "jellyfish": {"n": st.integers(4, 30), "k": st.integers(2, 5),
+                          "seed": st.integers(0, 9), "hosts": st.integers(0, 3)}}[kind]
     required, optional = _KEYS[kind]
     keys = sorted(required) + draw(st.lists(st.sampled_from(sorted(optional)), unique=True))
     return f"{kind}:" + ",".join(f"{k}={draw(vals[k])}" for k in keys)

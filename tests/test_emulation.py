@@ -331,6 +331,35 @@ def test_cli_emulate_prints_the_report():
     assert "Private key" not in ssl, ssl
 
 
+def test_cli_emulate_keep_serves_metrics_until_ctrl_c():
+    """`fabroute emulate --keep --metrics` leaves the net and the controller up for a look:
+    while it stays up, /metrics shows every switch verified; Ctrl-C ends it (the run's own exit
+    status: 0) and tears the net down."""
+    import signal
+    import urllib.request
+
+    addr = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen([FABROUTE, "emulate", "slimfly:q=3", "--routing", "min",
+                             "--check", "sample", "--samples", "2", "--keep", "--json",
+                             "--metrics", addr], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        rep = json.loads(proc.stdout.readline())     # printed before --keep waits
+        assert rep["ok"] and rep["switches"] == 18
+        body = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+        verified = [float(x.rsplit(" ", 1)[1]) for x in body.splitlines()
+                    if x.startswith("fabroute_switch_verified{")]
+        assert len(verified) == 18 and all(v == 1.0 for v in verified), body[:2000]
+        assert subprocess.run(["ovs-vsctl", "br-exists", "es0"]).returncode == 0, "still up"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert subprocess.run(["ovs-vsctl", "br-exists", "es0"]).returncode == 2, "torn down"
+
+
 def test_demo_runs_every_part(tmp_path, capsys):
     """The README's `make demo`: three routings exported; VAL_3h on LMC 2 through real OpenSM +
     ibsim with zero mismatches; VAL_3h installed by the controller into Open vSwitch under

@@ -78,6 +78,8 @@ CASES = {   # name: (spec, routing, lmc, export layout)
     "dsnf32-dsnf": ("dsnf:n=32", "dsnf", 0, "ib"),
     "sf5-val3h-lmc2": ("slimfly:q=5", "val-3h", 2, "ib"),
     "df-val-lmc2": ("dragonfly:p=2,a=4,h=2", "val", 2, "ib"),
+    # hosts on the edge switches only: aggregation and core switches have none
+    "fattree4-min": ("fattree:k=4", "min", 0, "ib"),
 }
 
 

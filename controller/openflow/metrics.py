@@ -371,6 +371,22 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+#: label blocks already written, by their (name, value) pairs: a port's labels repeat in
+#: every port family and at every scrape, so each is escaped once (bounded: a fabric's ids)
+_LABELS: dict = {}
+_LABELS_MAX = 1 << 17
+
+
+def _label_block(labels: dict) -> str:
+    key = tuple(labels.items())
+    block = _LABELS.get(key)
+    if block is None:
+        if len(_LABELS) >= _LABELS_MAX:
+            _LABELS.clear()
+        block = _LABELS[key] = ",".join(f'{k}="{_escape(str(v))}"' for k, v in key)
+    return block
+
+
 def exposition(registry) -> bytes:
     """Prometheus' text format (0.0.4) of every family of ``registry``, as
     ``prometheus_client.generate_latest`` writes it less the ``_created`` samples (the time a
@@ -387,8 +403,7 @@ def exposition(registry) -> bytes:
             if s.name.endswith("_created"):
                 continue
             if s.labels:
-                lab = ",".join(f'{k}="{_escape(str(v))}"' for k, v in s.labels.items())
-                out.append(f"{s.name}{{{lab}}} {_value(s.value)}\n")
+                out.append(f"{s.name}{{{_label_block(s.labels)}}} {_value(s.value)}\n")
             else:
                 out.append(f"{s.name} {_value(s.value)}\n")
     return "".join(out).encode()

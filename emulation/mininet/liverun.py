@@ -53,12 +53,14 @@ def check_expressible(ts: TableSet) -> None:
 
 
 def _controller(d: Path, ts: TableSet, drain: float | None, ff: bool = False,
-                repair: bool = True, prepare_mib: int | None = None) -> Controller:
+                repair: bool = True, prepare_mib: int | None = None,
+                extra: tuple[str, ...] = ()) -> Controller:
     write_table_set(ts, verify(ts), d / "old", ("openflow",))
     args = (("--static", "--control", str(d / "ctl.sock"))
             + (("--fast-failover",) if ff else ()) + (() if repair else ("--no-link-repair",)))
     return Controller(d / "old", free_port(), d, prepare_mib=prepare_mib,
-                      args=args + (("--drain", str(drain)) if drain is not None else ()))
+                      args=args + (("--drain", str(drain)) if drain is not None else ())
+                      + extra)
 
 
 def ovs_counters() -> dict:
@@ -104,16 +106,17 @@ def _prepared(ts: TableSet, new_topo) -> tuple[TableSet, object]:
 
 @contextlib.contextmanager
 def _running(ts: TableSet, new_ts: TableSet | None = None, drain: float | None = None,
-             ff: bool = False, repair: bool = True, prepare_mib: int | None = 0):
+             ff: bool = False, repair: bool = True, prepare_mib: int | None = 0,
+             extra: tuple[str, ...] = ()):
     """``(dir, controller, net)``: a scratch directory (with ``new_ts`` written to ``new``),
-    the controller serving ``ts`` with a control socket, the net of ``ts`` up and every
-    switch verified; all torn down afterwards."""
+    the controller serving ``ts`` with a control socket (and the options ``extra``), the
+    net of ``ts`` up and every switch verified; all torn down afterwards."""
     ensure_ovs()
     with tempfile.TemporaryDirectory(prefix="fabroute-live-") as tmp:
         d = Path(tmp)
         if new_ts is not None:
             write_table_set(new_ts, verify(new_ts), d / "new", ("openflow",))
-        ctl = _controller(d, ts, drain, ff, repair, prepare_mib)
+        ctl = _controller(d, ts, drain, ff, repair, prepare_mib, extra)
         try:
             with emulate(ts.topo, controller_port=ctl.port, prefix=PREFIX) as fnet:
                 ctl.wait_verified(ts.topo.n_switches)
@@ -130,7 +133,7 @@ def _wait_update(ctl: Controller, count: int, timeout: float = 60.0) -> dict:
 
 
 def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | None = None,
-               log=print) -> dict:
+               log=print, controller_extra: tuple[str, ...] = ()) -> dict:
     """Grow the running DSN-F fabric of ``ts`` by ``count`` switches (module doc); the
     JSON-ready report: the stream's counts, ``new_hosts_reachable_s`` (from the moment
     every switch, old and new, holds its verified program, which is after the last
@@ -148,7 +151,7 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
     new_ts, _ = _prepared(ts, new_topo)
     diff = table_diff(ts, new_ts)
     times: dict = {}
-    with _running(ts, new_ts, drain) as (d, ctl, fnet):
+    with _running(ts, new_ts, drain, extra=controller_extra) as (d, ctl, fnet):
         old_hosts = list(fnet.host_ids)
         log(f"net up: {topo.n_switches} switches verified; probe stream on; growing "
             f"to {new_topo.n_switches} ({diff['order']['consistency']} update)")
@@ -186,7 +189,8 @@ def run_expand(ts: TableSet, count: int, *, rate: float = 200.0, drain: float | 
 
 def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = None,
              down_s: float = 2.0, fast_failover: bool = False, repair: bool = True,
-             prepare_mib: int | None = None, log=print) -> dict:
+             prepare_mib: int | None = None, log=print,
+             controller_extra: tuple[str, ...] = ()) -> dict:
     """Take the cables between each switch pair of ``pairs`` down under a probe stream, let
     the controller route around them, bring them back and let it restore the tables
     (module doc); with ``fast_failover`` the switches hold FAST_FAILOVER groups on the
@@ -205,7 +209,8 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
         raise BadInput(f"emulate --fail: {e}") from None
     deg_ts, deg_rep = _prepared(ts, deg_topo)
     times: dict = {}
-    with _running(ts, None, drain, fast_failover, repair, prepare_mib) as (d, ctl, fnet):
+    with _running(ts, None, drain, fast_failover, repair, prepare_mib,
+                  controller_extra) as (d, ctl, fnet):
         original = ctl.status()["cookie"]
         ff = ctl.status().get("fast_failover")
         # the repairs the controller makes ready while idle (controller/openflow/prepared.py)
@@ -275,7 +280,7 @@ def run_fail(ts: TableSet, pairs, *, rate: float = 200.0, drain: float | None = 
 
 
 def run_transform(ts: TableSet, *, rate: float = 200.0, drain: float | None = None,
-                  log=print) -> dict:
+                  log=print, controller_extra: tuple[str, ...] = ()) -> dict:
     """DSN-F's ``p -> p + 1`` transformation of the running fabric of ``ts`` (the full
     ``p``-level network at ``n = (p+1) 2^(p+1)``) under the probe stream: the controller
     installs the new version, holds (hosts inject nothing, the old version drains), the
@@ -294,7 +299,7 @@ def run_transform(ts: TableSet, *, rate: float = 200.0, drain: float | None = No
     new_topo, _, relabel = transform(n, int(topo.hosts[0]))
     new_ts, _ = _prepared(ts, new_topo)
     times: dict = {}
-    with _running(ts, new_ts, drain) as (d, ctl, fnet):
+    with _running(ts, new_ts, drain, extra=controller_extra) as (d, ctl, fnet):
         log(f"net up: {n} switches verified; probe stream on; transforming to "
             f"{new_topo.name()}")
         c0 = ovs_counters()

@@ -33,7 +33,8 @@ PREFIX = "e"          # bridge / host name prefix of `fabroute emulate` nets
 
 def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: int = 2,
         hosts_per_switch: int | None = None, keep: bool = False, seed: int = 1,
-        log=print, on_report=None, tls: bool = False, metrics: str | None = None) -> dict:
+        log=print, on_report=None, tls: bool = False,
+        controller_extra: tuple[str, ...] = ()) -> dict:
     """Emulate ``ts`` and return the report (JSON-ready): ``pairs``, ``delivered``, ``lost``,
     ``path_checks``, ``path_mismatches``, the longest path, whether a path revisited a switch,
     and the times of every step.  ``check``: ``all-pairs`` probes every ordered host pair,
@@ -41,7 +42,8 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
     checks are done; ``keep`` then leaves the net and the controller up until Ctrl-C.
     ``tls``: OpenFlow over TLS with mutual certificates made for this run (a CA, the
     controller's, and one for the fabric's datapath ids that Open vSwitch presents).
-    ``metrics``: the controller's ``--metrics HOST:PORT`` (Prometheus, docs/operations.md).
+    ``controller_extra``: more ``fabroute controller`` options (e.g. ``--metrics HOST:PORT``,
+    docs/operations.md).
     Tables the OpenFlow pipeline cannot express raise :class:`~tablegen.errors.BadInput`
     before anything is started."""
     try:
@@ -60,7 +62,7 @@ def run(ts: TableSet, *, check: str = "all-pairs", samples: int = 12, targets: i
         port = free_port()
         pki_dir, ovs_tls = run_pki(d, topo) if tls else (None, None)
         ctl = Controller(d / "tables", port, d, tls=pki_dir,
-                         args=("--metrics", metrics) if metrics else ())
+                         args=controller_extra)
         try:
             with emulate(topo, controller_port=port, hosts_per_switch=hosts_per_switch,
                          prefix=PREFIX, tls=ovs_tls) as fnet:

@@ -52,7 +52,8 @@ def _mods(st: dict) -> int:
 
 
 def run_standby(ts: TableSet, link: tuple[int, int] | None = None, *, rate: float = 200.0,
-                down_s: float = 1.0, prepare_mib: int | None = None, log=print) -> dict:
+                down_s: float = 1.0, prepare_mib: int | None = None, log=print,
+                controller_extra: tuple[str, ...] = ()) -> dict:
     """The module doc's run on the fabric of ``ts`` (MIN or any routing served
     ``--static``); ``link``: the cable taken down after the takeover (default: switch 0 and
     its first neighbour).  The JSON-ready report: the takeover stream's ``lost``,
@@ -61,7 +62,9 @@ def run_standby(ts: TableSet, link: tuple[int, int] | None = None, *, rate: floa
     switch was verified), the repair under the second stream, the deposed master's
     refusals; ``ok``.  ``prepare_mib``: both controllers' ``--prepare-mib`` (``None``: the
     controller's default); the standby makes the repairs ready while it only reads, and the
-    kill waits until they are, so the new master's repair is a prepared one."""
+    kill waits until they are, so the new master's repair is a prepared one.
+    ``controller_extra``: more options of the first master (e.g. ``--metrics HOST:PORT``:
+    what it shows ends with the kill)."""
     from tablegen.topologies.failures import without_links
 
     check_expressible(ts)
@@ -78,8 +81,8 @@ def run_standby(ts: TableSet, link: tuple[int, int] | None = None, *, rate: floa
         write_table_set(ts, verify(ts), d / "tables", ("openflow",))
         p1, p2, hb, hb2 = free_port(), free_port(), free_port(), free_port()
         master_args = ("--static", "--role", "master", "--peer", f"127.0.0.1:{hb}")
-        ctls = [Controller(d / "tables", p1, d, name="master", args=master_args,
-                           prepare_mib=prepare_mib)]
+        ctls = [Controller(d / "tables", p1, d, name="master",
+                           args=master_args + controller_extra, prepare_mib=prepare_mib)]
         try:
             time.sleep(0.5)            # the master's heartbeat listens before the standby looks
             ctls.append(Controller(d / "tables", p2, d, name="standby", args=(

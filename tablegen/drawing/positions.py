@@ -57,6 +57,7 @@ KIND_TEXT = {
     "torus": {"x": "x rings", "y": "y rings"},
     "dsn": {"ring": "ring", "shortcut": "shortcut"},
     "dln": {"ring": "ring", "shortcut": "random shortcut"},
+    "fattree": {"edge": "edge to aggregation (inside a pod)", "core": "aggregation to core"},
 }
 
 #: room left around the figure inside the unit box (for labels)

@@ -19,6 +19,8 @@ Minimal tables
   Towards group ``T`` a router uses its own global port to ``T`` when it has one (rank
   ``T mod m`` among several), else the local port to gateway number ``T mod m`` of its group.
 * 2-D torus: dimension-order routing (X then Y, shorter direction, ties positive).
+* Fat tree: up*/down* shortest paths, the up port chosen by source and destination
+  (:mod:`tablegen.routing.fattree`).
 
 Virtual channels
 ----------------
@@ -26,7 +28,8 @@ Virtual channels
 many VCs as the longest path (Slim Fly MIN 2, VAL/VAL_nta 4, VAL_3h 3).  ``global`` (Kim et al.
 Fig. 7): the VC rises after every global hop; MIN uses VC 0-1 alone or VC 1-2 inside UGAL,
 group-level VAL uses VC 0-2.  ``dateline`` (DSN-F, torus): the VC rises after every ring
-dateline.  ``verify`` proves each scheme acyclic on the actual tables.
+dateline.  ``updown`` (fat-tree MIN): one VC, every path to a host goes up, then down.
+``verify`` proves each scheme acyclic on the actual tables.
 """
 
 from __future__ import annotations
@@ -225,6 +228,9 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
         tables["min"], vc_dor = _memo(topo, "min", torus_dor_tables)
         alt = _single_bits(tables["min"], topo.radix)
         vc_inc, scheme = vc_dor.astype(np.uint8), "dateline"
+    elif kind == "fattree":
+        tables["min"], alt = _memo(topo, "min", _fattree_min)
+        vc_inc, scheme = np.zeros(topo.adj.shape, dtype=np.uint8), "updown"
     elif routing != "dsnf":
         tables["min"], alt = _memo(topo, "min", lambda t: graph_min(t, _hop_distances(t)))
         vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
@@ -249,9 +255,10 @@ def build_tables(topo: Topology, routing: str, *, nonmin: str | None = None,
             if kind == "dragonfly" and variant == "val":
                 variant = "val-group"  # Kim et al. §4.1: Valiant at the group level
             if kind == "dragonfly" and variant != "val-group" or (
-                    scheme == "dateline" and variant != "min"):
-                # Router-level Valiant breaks the global-hop and dateline schemes (two local
-                # hops on one VC in a group; X after Y); hop-indexed VCs hold for any path.
+                    scheme in ("dateline", "updown") and variant != "min"):
+                # Router-level Valiant breaks the global-hop, dateline and up/down schemes
+                # (two local hops on one VC in a group; X after Y; down, then up again at
+                # the intermediate); hop-indexed VCs hold for any path.
                 vc_inc, scheme = np.ones(topo.adj.shape, dtype=np.uint8), "hop"
             nonmin_cls = _nonmin_class(variant, diam, reach)
             if routing in ADAPTIVE:
@@ -318,6 +325,15 @@ def _hop_distances(topo: Topology) -> np.ndarray:
     return dist
 
 
+def _fattree_min(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """Fat-tree MIN table (:mod:`tablegen.routing.fattree`) and its equal-cost alternatives
+    (every port one hop closer, as :func:`graph_min`).  O(N^2 R)."""
+    from tablegen.routing.fattree import fattree_min
+
+    table, alt = graph_min(topo, _hop_distances(topo))
+    return fattree_min(topo, table), alt
+
+
 def _memo(topo: Topology, key: str, compute):
     """Minimal tables are shared by every routing of a topology: compute them once."""
     if key not in topo.memo:
@@ -349,6 +365,8 @@ def _vcs_needed(topo: Topology, scheme: str, classes: list[PathClass], vc_inc) -
     """VCs a scheme needs by construction; ``verify`` checks the count against the tables."""
     if scheme == "hop":
         return max(c.vc_base + c.max_hops for c in classes)
+    if scheme == "updown":      # fat-tree MIN: every path to a host goes up, then down
+        return 1
     if scheme == "global":
         # one more VC per global hop: MIN has one global hop, group-level VAL two.
         return max(c.vc_base + (2 if c.name.endswith("val-group") else 1) + 1 for c in classes)

@@ -56,12 +56,12 @@ def _dest_hist(len1, group, by_group, lmax):
 
 @njit(cache=True)
 def walk_all_pairs(adj, t0_by_dst, t1_by_dst, two_phase, exit_port, vc_inc, n_vcs, vc_base,
-                   max_hops, deps, hist, vc_seen, len_by_dst):
+                   max_hops, deps, hist, vc_seen, len_by_dst, carries):
     """Walk every (s, d) path; the tables come transposed (``t[d, u]``: a destination's
-    entries in one cached row).  Marks ``deps[in_channel, out_port * V + out_vc]`` and
-    ``vc_seen``, counts path lengths in ``hist`` and, unless it is empty, writes them into
-    ``len_by_dst[d, s]``; returns ``(status, switch, destination)`` with status 0,
-    :data:`DEAD_END` or :data:`TOO_LONG`.
+    entries in one cached row).  Marks ``deps[in_channel, out_port * V + out_vc]`` for the
+    destinations ``d`` with ``carries[d]`` and ``vc_seen``, counts path lengths in ``hist``
+    and, unless it is empty, writes them into ``len_by_dst[d, s]``; returns ``(status,
+    switch, destination)`` with status 0, :data:`DEAD_END` or :data:`TOO_LONG`.
 
     Paths toward one destination merge: once a walk enters a state ``(switch, phase, VC)``
     an earlier walk toward the same destination passed, the rest of it (its hops, their
@@ -74,6 +74,7 @@ def walk_all_pairs(adj, t0_by_dst, t1_by_dst, two_phase, exit_port, vc_inc, n_vc
     path = np.empty((max_hops + 1, 3), dtype=np.int64)
     for d in range(n):
         row0, row1 = t0_by_dst[d], t1_by_dst[d]
+        dep = carries[d]
         for s in range(n):
             if s == d:
                 continue
@@ -87,7 +88,7 @@ def walk_all_pairs(adj, t0_by_dst, t1_by_dst, two_phase, exit_port, vc_inc, n_vc
                     return DEAD_END, u, d
                 if ph == 0 and exit_port[u, j]:
                     ph = 1
-                if inch >= 0:
+                if inch >= 0 and dep:
                     deps[inch, j * n_vcs + vc] = True
                 u, inch, vc = _hop(adj, vc_inc, n_vcs, vc_seen, u, j, vc)
                 hops += 1
@@ -97,7 +98,7 @@ def walk_all_pairs(adj, t0_by_dst, t1_by_dst, two_phase, exit_port, vc_inc, n_vc
                 if total > max_hops:
                     return TOO_LONG, u, d
                 j = row0[u] if ph == 0 else row1[u]
-                if inch >= 0:
+                if inch >= 0 and dep:
                     deps[inch, j * n_vcs + vc] = True
             for k in range(hops):
                 x, p, v = path[k, 0], path[k, 1], path[k, 2]
@@ -109,10 +110,21 @@ def walk_all_pairs(adj, t0_by_dst, t1_by_dst, two_phase, exit_port, vc_inc, n_vc
     return 0, -1, -1
 
 
+def data_destinations(topo: Topology) -> np.ndarray:
+    """``bool[N]``: the switches data packets are addressed to, those with hosts (a fat
+    tree's aggregation and core switches receive only management traffic; in OpenFlow none,
+    the controller is out of band; InfiniBand's own proof, ``verify`` of the IB files, walks
+    the switch LIDs as well).  A fabric without any host is checked as if every switch were
+    an endpoint.  O(N)."""
+    has = np.asarray(topo.hosts) > 0
+    return has if has.any() else np.ones_like(has)
+
+
 def run(ts, c, deps, vc_seen, len_by_dst=None):
     """Walk class ``c`` of ``ts``; returns ``(hist dict, error message or None)``.  Given
     ``len_by_dst`` (``int16[N, N]``), the length of every path ``s -> d`` goes into
-    ``len_by_dst[d, s]``."""
+    ``len_by_dst[d, s]``.  Every path is checked for delivery and length; only those toward
+    a switch with hosts add channel dependencies (:func:`data_destinations`)."""
     topo = ts.topo
     two = c.table0 is not None
     t1 = ts.tables[c.table1]
@@ -125,7 +137,7 @@ def run(ts, c, deps, vc_seen, len_by_dst=None):
                                   ts.vc_inc.astype(np.int64),
                                   ts.num_vcs, c.vc_base, c.max_hops, deps, hist, vc_seen,
                                   np.empty((0, 0), dtype=np.int16) if len_by_dst is None
-                                  else len_by_dst)
+                                  else len_by_dst, data_destinations(topo))
     err = None
     if status == DEAD_END:
         err = f"class {c.name}: no table entry at switch {u} for destination {d}"

@@ -10,7 +10,16 @@ dsnf       n (>= 8), p (what n implies), hosts (1)   ``dsnf:n=32``
 torus      x, y, hosts (1)                           ``torus:x=8,y=8``
 dsn        n, x (p-1), hosts (1)                     ``dsn:n=128``
 dln        n, x (4), seed (1), hosts (1)             ``dln:n=128,x=4,seed=7``
+fattree    k (even), hosts (k/2 per edge switch)     ``fattree:k=8``
+fbfly      k, n, hosts (k)                           ``fbfly:k=4,n=3``
+hypercube  d, hosts (1)                              ``hypercube:d=6``
+jellyfish  n, k, seed (1), hosts (1)                 ``jellyfish:n=64,k=6,seed=3``
 ========== ======================================== ==========================================
+
+The last four are the baselines of the Slim Fly paper: the 3-level fat tree of Al-Fares et
+al. (:mod:`tablegen.topologies.fattree`; hosts on its edge switches only), the flattened
+butterfly and the hypercube (:mod:`tablegen.topologies.hamming`) and the random regular
+graph Jellyfish (:mod:`tablegen.topologies.jellyfish`).
 
 Every kind also takes ``fail`` (``fail=3-7+8-9``: the fabric without every cable between
 switches 3 and 7 and between 8 and 9, :mod:`tablegen.topologies.failures`); the name of a
@@ -53,6 +62,10 @@ _KEYS = {
     "torus": ({"x", "y"}, {"hosts"}),
     "dsn": ({"n"}, {"x", "hosts"}),
     "dln": ({"n"}, {"x", "seed", "hosts"}),
+    "fattree": ({"k"}, {"hosts"}),
+    "fbfly": ({"k", "n"}, {"hosts"}),
+    "hypercube": ({"d"}, {"hosts"}),
+    "jellyfish": ({"n", "k"}, {"seed", "hosts"}),
 }
 
 
@@ -69,7 +82,14 @@ SPEC is KIND:KEY=VALUE,... (defaults in brackets); a table directory is taken to
   torus:x=X,y=Y[,hosts=H]      2-D torus
   dsn:n=N[,x=X,hosts=H]        DSN-x ring with shortcuts [x = p-1]
   dln:n=N[,x=X,seed=S,hosts=H] DLN-x random shortcuts [x=4, seed=1]
-hosts=H: hosts per switch [1] (slimfly, dragonfly: p).  Every kind also takes
+  fattree:k=K[,hosts=H]        3-level k-ary fat tree, k even (5k^2/4 switches of radix k);
+                               H hosts on each edge switch only [k/2], 1 <= H <= k/2
+  fbfly:k=K,n=N[,hosts=H]      flattened butterfly k-ary n-flat: k^(n-1) routers [H = k]
+  hypercube:d=D[,hosts=H]      2^d switches
+  jellyfish:n=N,k=K[,seed=S,hosts=H]
+                               random k-regular graph on n switches, n*k even [seed=1]
+hosts=H: hosts per switch [1] (slimfly, dragonfly: p; fattree, fbfly: as above).
+Every kind also takes
   fail=A-B[+C-D...]: the fabric without every cable between switches A and B (and C, D).
 Values are integers (ASCII digits) except arrangement and fail; each key at most once.
 Every name fabroute prints (e.g. dsnf:n=64,p=4) is a SPEC of the same fabric."""
@@ -139,6 +159,18 @@ def _build(kind: str, params: dict) -> Topology:
             raise TopologyError(f"dsnf: n={params['n']} is below the smallest DSN-F; expected "
                                 f"n >= {DSNF_MIN_N} (p = 2: {DSNF_MIN_N} switches)")
         return build_dsnf(**params)
+    if kind == "fattree":
+        from tablegen.topologies.fattree import build_fattree
+
+        return build_fattree(**params)
+    if kind in ("fbfly", "hypercube"):
+        from tablegen.topologies import hamming
+
+        return (hamming.build_fbfly if kind == "fbfly" else hamming.build_hypercube)(**params)
+    if kind == "jellyfish":
+        from tablegen.topologies.jellyfish import build_jellyfish
+
+        return build_jellyfish(**params)
     from tablegen.topologies import baselines
 
     return {"torus": baselines.build_torus, "dsn": baselines.build_dsn,
