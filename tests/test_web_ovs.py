@@ -195,7 +195,11 @@ def test_live_map_in_chromium_switches_cables_shares_and_a_cable_down(tmp_path, 
                                                    lambda: prometheus_shares(prom))
                 assert on_page2 == pytest.approx(in_prom, abs=0), (r2, on_page2, in_prom)
                 # loads coloured from UGAL-L's estimator: every working cable, some beyond
-                # half (a failed one is no port's peer any more: no load)
+                # half (a failed one is no port's peer any more: no load).  Waited for: a
+                # switch whose statistics reply is late under the load has none for a round
+                page.wait_for_function("[...document.querySelectorAll('line[data-cable]')]"
+                                       ".filter(l => l.dataset.load !== '').length == 174",
+                                       timeout=20_000)
                 loads = page.evaluate("[...document.querySelectorAll('line[data-cable]')]"
                                       ".map(l => l.dataset.load).filter(x => x !== '')"
                                       ".map(Number)")
