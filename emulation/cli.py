@@ -58,6 +58,9 @@ def add_parsers(sub) -> None:
     sp.add_argument("--metrics", type=loopback_address, metavar="HOST:PORT", help="the "
                     "controller serves Prometheus metrics on http://HOST:PORT/metrics while "
                     "it runs (a loopback address; docs/operations.md)")
+    sp.add_argument("--web", type=loopback_address, metavar="HOST:PORT", help="the "
+                    "controller serves the live fabric map on http://HOST:PORT/ while it runs "
+                    "(a loopback address; with --keep, for a look; docs/operations.md)")
     g = sp.add_argument_group("load (instead of the all-pairs probes)")
     g.add_argument("--traffic", action="append", metavar="PATTERN", help="run traffic: "
                    "uniform, worst-case (Dragonfly), adversarial (Slim Fly), ... (simulator "
@@ -166,8 +169,9 @@ loopback_address.__name__ = "loopback HOST:PORT"
 
 
 def _served(args) -> tuple[str, ...]:
-    """The controller options that serve what an operator watches (``--metrics``)."""
-    return ("--metrics", args.metrics) if args.metrics else ()
+    """The controller options that serve what an operator watches (``--metrics``, ``--web``)."""
+    return tuple(x for opt in ("metrics", "web") if getattr(args, opt)
+                 for x in (f"--{opt}", getattr(args, opt)))
 
 
 def cmd_emulate(args) -> int:

@@ -90,12 +90,14 @@ def _emulation(ts, con) -> int:
     from emulation.mininet.ctl import free_port
     from emulation.mininet.session import run
 
-    metrics = f"127.0.0.1:{free_port()}"
-    con.print(f"Prometheus metrics while it runs: http://{metrics}/metrics")
+    metrics, web = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    con.print(f"While it runs: the live fabric map on http://{web}/ and Prometheus metrics on "
+              f"http://{metrics}/metrics (for a longer look: fabroute emulate SPEC --keep "
+              "--web 127.0.0.1:8080 --metrics 127.0.0.1:9108)")
     try:
         with con.status("OpenFlow over TLS: Mininet + Open vSwitch, controller, probes…"):
             rep = run(ts, log=lambda *a: None, tls=True,
-                      controller_extra=("--metrics", metrics))
+                      controller_extra=("--metrics", metrics, "--web", web))
     except RunFailed as e:
         con.print(f"[red]emulation: {e}")
         return 1

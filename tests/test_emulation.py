@@ -331,17 +331,17 @@ def test_cli_emulate_prints_the_report():
     assert "Private key" not in ssl, ssl
 
 
-def test_cli_emulate_keep_serves_metrics_until_ctrl_c():
-    """`fabroute emulate --keep --metrics` leaves the net and the controller up for a look:
-    while it stays up, /metrics shows every switch verified; Ctrl-C ends it (the run's own exit
-    status: 0) and tears the net down."""
+def test_cli_emulate_keep_serves_metrics_and_map_until_ctrl_c():
+    """`fabroute emulate --keep --metrics --web` leaves the net and the controller up for a
+    look: while it stays up, /metrics shows every switch verified and the map's state the
+    same; Ctrl-C ends it (the run's own exit status: 0) and tears the net down."""
     import signal
     import urllib.request
 
-    addr = f"127.0.0.1:{free_port()}"
+    addr, web = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen([FABROUTE, "emulate", "slimfly:q=3", "--routing", "min",
                              "--check", "sample", "--samples", "2", "--keep", "--json",
-                             "--metrics", addr], stdout=subprocess.PIPE,
+                             "--metrics", addr, "--web", web], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         rep = json.loads(proc.stdout.readline())     # printed before --keep waits
@@ -350,6 +350,10 @@ def test_cli_emulate_keep_serves_metrics_until_ctrl_c():
         verified = [float(x.rsplit(" ", 1)[1]) for x in body.splitlines()
                     if x.startswith("fabroute_switch_verified{")]
         assert len(verified) == 18 and all(v == 1.0 for v in verified), body[:2000]
+        state = json.loads(urllib.request.urlopen(f"http://{web}/state.json", timeout=10).read())
+        assert [s["verified"] for s in state["switches"]] == [True] * 18, state["switches"]
+        page = urllib.request.urlopen(f"http://{web}/", timeout=10).read().decode()
+        assert "<svg" in page or "map.js" in page
         assert subprocess.run(["ovs-vsctl", "br-exists", "es0"]).returncode == 0, "still up"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 0, proc.stderr.read()[-2000:]
@@ -375,4 +379,5 @@ def test_demo_runs_every_part(tmp_path, capsys):
     assert re.search(r"│ path_sl\s*│\s*169200\s*│\s*0\s*│", err), err[-1500:]
     assert re.search(r"│\s*39800\s*│\s*39800\s*│\s*24\s*│\s*0\s*│", err), err[-1500:]
     assert "over TLS on Open vSwitch" in err
-    assert re.search(r"Prometheus metrics while it runs: http://127\.0\.0\.1:\d+/metrics", err)
+    assert re.search(r"the live fabric map on http://127\.0\.0\.1:\d+/ and Prometheus metrics "
+                     r"on http://127\.0\.0\.1:\d+/metrics", " ".join(err.split())), err[:1500]
