@@ -312,3 +312,27 @@ def test_a_live_update_keeps_the_port_speeds_the_estimator_measures_against():
         new.decisions.stats(0, t, port_stats(topo, 0, np.full(topo.radix, 625_000.0 * t)))
     load = new.decisions.est.rho[0]
     assert load[new.topo.adj[0] >= 0] == pytest.approx(0.5)
+
+
+def test_a_scrape_lets_the_hub_run_between_families_and_shows_one_moment():
+    """``render(pause)`` calls ``pause`` between families (the hub runs there), and what
+    runs then shows in the next scrape, never half-way through this one."""
+    ts = tables("dragonfly:p=2,a=4,h=2", "min")
+    fab = Fabric(ts)
+    for d in (1, 2):
+        fab.connected(d, conn=object())
+    m = Metrics(lambda: View(fabric=fab))
+    calls = []
+
+    def pause():
+        calls.append(1)
+        fab.verdict(1 + len(calls) % 2, Diff())       # an event changes the state meanwhile
+
+    got = {}
+    for fam in text_string_to_metric_families(m.render(pause).decode()):
+        for s in fam.samples:
+            got.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+    assert len(calls) > 10
+    shown = sum(got["fabroute_switch_verified"].values())
+    assert shown == got["fabroute_switches_verified"][frozenset()] < 2, "one moment"
+    assert sorted(parse(m)["fabroute_switch_verified"].values()) == [1, 1]

@@ -188,9 +188,10 @@ class Metrics:
             event = "up" if str(rep.get("reason", "")).endswith(" up") else "down"
             self.repair_seconds.labels(event).observe(rep["t_in_force"] - rep["t_event"])
 
-    def render(self) -> bytes:
-        """The text exposition format, as ``/metrics`` serves it (:func:`exposition`)."""
-        return exposition(self.registry)
+    def render(self, pause: Callable[[], None] | None = None) -> bytes:
+        """The text exposition format, as ``/metrics`` serves it (:func:`exposition`);
+        ``pause()`` is called between families."""
+        return exposition(self.registry, pause)
 
     def collect(self):
         snap = snapshot(self.view())
@@ -387,15 +388,21 @@ def _label_block(labels: dict) -> str:
     return block
 
 
-def exposition(registry) -> bytes:
+def exposition(registry, pause: Callable[[], None] | None = None) -> bytes:
     """Prometheus' text format (0.0.4) of every family of ``registry``, as
     ``prometheus_client.generate_latest`` writes it less the ``_created`` samples (the time a
     series was made, which no panel reads).  Own code because the library's validates and
     escapes every label name of every sample: 0.1 s for Slim Fly q = 5's 6,700 samples on this
     machine, spent in the controller's hub while events wait; the names here are fixed and
-    valid, only label values need escaping (``tests/test_metrics.py`` parses both alike)."""
+    valid, only label values need escaping (``tests/test_metrics.py`` parses both alike).
+    ``pause()``, when given, is called after each family: the hub's other green threads run
+    there, so a decision round due during a scrape waits for one family, not for all of them
+    (the state was read into a snapshot before the first family: nothing they change shows
+    half-way in this scrape)."""
     out = []
     for fam in registry.collect():
+        if pause is not None and out:
+            pause()
         name = fam.name + "_total" if fam.type == "counter" else fam.name
         doc = fam.documentation.replace("\\", "\\\\").replace("\n", "\\n")
         out.append(f"# HELP {name} {doc}\n# TYPE {name} {fam.type}\n")
@@ -415,16 +422,17 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 def serve(sock, metrics: Metrics) -> None:
     """Serve ``/metrics`` on the listening green socket ``sock`` forever (eventlet's WSGI
     server, so a scrape runs in the controller's hub between events: no thread reads the
-    state while an event changes it)."""
+    state while an event changes it; it reads it at once, then writes the text family by
+    family with the hub free to run between them)."""
     import logging
 
-    from eventlet import wsgi
+    from eventlet import sleep, wsgi
 
     def only_metrics(environ, start_response):
         if environ.get("PATH_INFO") not in ("/metrics", "/"):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"only /metrics here\n"]
-        body = metrics.render()
+        body = metrics.render(pause=lambda: sleep(0))
         start_response("200 OK", [("Content-Type", CONTENT_TYPE),
                                   ("Content-Length", str(len(body)))])
         return [body]
