@@ -94,6 +94,16 @@ def _run(cmd, *, check=True, timeout=120, input=None) -> str:
     return r.stdout
 
 
+def _del_ssl(tries: int = 5) -> None:
+    """Remove ``ovs-vswitchd``'s SSL identity, checked by reading it back: once, a loaded
+    run left it behind (the key of a finished run offered to the next one's controller)."""
+    for _ in range(tries):
+        _run(["ovs-vsctl", "del-ssl"], check=False)
+        if "Private key" not in _run(["ovs-vsctl", "get-ssl"], check=False):
+            return
+        time.sleep(0.5)
+
+
 def ensure_ovs(wait: float = 180.0) -> bool:
     """Start Open vSwitch (``ovs-ctl start --system-id=random --no-monitor --no-mlockall``)
     unless ``ovs-vswitchd`` runs; then wait (up to ``wait`` s) until it answers — a busy
@@ -335,7 +345,7 @@ class FabricNet:
             self.net.stop()        # bridges: one --no-wait del-br transaction; host shells
         finally:
             if self.tls:
-                _run(["ovs-vsctl", "del-ssl"], check=False)
+                _del_ssl()
             if self.ovs_sndbuf is not None:
                 shaping.restore_send_buffer(self.ovs_sndbuf)
             _run(["ip", "link", "del", "group", str(link_group(self.prefix))], check=False)
