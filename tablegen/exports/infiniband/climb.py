@@ -374,45 +374,13 @@ def _insert(H, s, ch, slots, lam, g, rank, out, into, W, R, vals, seen, tick, wo
 
 @njit(cache=True)
 def _commit(H, s, ch, slots, lam, g, W, R, vals):
-    """Label the path's turns with ``vals`` and add its dependencies (all free or inserted);
-    returns the number of turns it labelled."""
-    new = 0
+    """Label the path's turns with ``vals`` and add its dependencies (all free or inserted)."""
     for i in range(1, H):
         u, j = ch[i] // R, ch[i] % R
-        new += lam[u, slots[i], j, s] < 0
         lam[u, slots[i], j, s] = vals[i]
         if i > 1:
             a, b = ch[i - 1] * W + vals[i - 1] - 1, j * W + vals[i] - 1
             g[a, b >> 3] |= np.uint8(1 << (b & 7))
-    return new
-
-
-@njit(cache=True)
-def _suffix(y, d, s, v1, adj, peer, par, lam, g, rank, out, W):
-    """The rest of a path that turns at ``y`` onto its tree port on VL ``v1`` with SL ``s``:
-    as :func:`_asap` from there on — the number of labelled turns it shares, or -1 when
-    some turn has no free VL."""
-    R = adj.shape[1]
-    prev, score = (y * R + par[y]) * W + v1 - 1, 0
-    slot, w = peer[y, par[y]] + 1, adj[y, par[y]]
-    while w != d:
-        j = par[w]
-        lv = lam[w, slot, j, s]
-        got = -1
-        if lv >= 0:
-            if _free(g, rank, out, prev, j * W + lv - 1):
-                got = lv
-                score += 1
-        else:
-            for v in range(1, W + 1):
-                if _free(g, rank, out, prev, j * W + v - 1):
-                    got = v
-                    break
-        if got < 0:
-            return -1
-        prev = (w * R + j) * W + got - 1
-        slot, w = peer[w, j] + 1, adj[w, j]
-    return score
 
 
 @njit(cache=True)
@@ -438,15 +406,7 @@ def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, 
     vals = np.empty(maxh + 1, dtype=np.int64)
     added = np.empty(maxh + 1, dtype=np.int64)
     labelled = np.empty((maxh + 1, 3), dtype=np.int64)
-    # memo[y, s, v]: _suffix of y's tree path with SL s from VL v, valid while
-    # stamp[y, s, v] == ver[s]; a new tree, new labels of s or a re-ranking invalidate it
-    memo = np.empty((n, S, W + 1), dtype=np.int8)
-    stamp = np.zeros((n, S, W + 1), dtype=np.int64)
-    ver = np.zeros(S, dtype=np.int64)
-    clock = 0
     for d in dorder:
-        clock += 1
-        ver[:] = clock
         depth[:] = -1
         par[:] = -1
         depth[d] = 0
@@ -456,7 +416,10 @@ def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, 
             if idx[i] != d:
                 todo[nt] = idx[i]
                 nt += 1
-        for extra in range(slack + 1):
+        for stage in range(slack + 2):
+            # stages 0 .. slack: that many extra hops, free dependencies only; then one more
+            # with insertions, tried only once nothing else attaches (they search the graph)
+            extra = min(stage, slack)
             progress = True
             while nt and progress:
                 progress, keep = False, 0
@@ -470,18 +433,11 @@ def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, 
                         H = depth[y] + 1
                         if H > maxh or H > dist[z, d] + extra:
                             continue
+                        _walk(z, j, d, adj, peer, par, ch, slots)
                         for s in range(S):
-                            score = 0
-                            if H > 1:       # the turn at y, then y's memoised suffix
-                                lv = lam[y, peer[z, j] + 1, par[y], s]
-                                v1 = lv if lv >= 0 else 1
-                                if stamp[y, s, v1] != ver[s]:
-                                    stamp[y, s, v1] = ver[s]
-                                    memo[y, s, v1] = _suffix(y, d, s, v1, adj, peer, par,
-                                                             lam, g, rank, out, W)
-                                if memo[y, s, v1] < 0:
-                                    continue
-                                score = memo[y, s, v1] + (lv >= 0)
+                            score = _asap(H, s, ch, slots, lam, g, rank, out, W, R, vals)
+                            if score < 0:
+                                continue
                             key = (((H - dist[z, d]) << 40) + ((H - 1 - score) << 32)
                                    + load[z * R + j])
                             if key < bkey:
@@ -492,10 +448,8 @@ def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, 
                         H = _walk(z, bj, d, adj, peer, par, ch, slots)
                         _asap(H, bs, ch, slots, lam, g, rank, out, W, R, asap)
                         _alap(H, bs, ch, slots, lam, g, rank, out, W, R, asap, vals)
-                        if _commit(H, bs, ch, slots, lam, g, W, R, vals):
-                            clock += 1       # new labels of SL bs: its suffixes again
-                            ver[bs] = clock
-                    elif extra == slack:     # nothing fits freely: try inserting
+                        _commit(H, bs, ch, slots, lam, g, W, R, vals)
+                    elif stage > slack:      # nothing fits freely: try inserting
                         for j in range(R):
                             y = adj[z, j]
                             if bj >= 0 or y < 0 or depth[y] < 0 or depth[y] + 1 > maxh:
@@ -507,8 +461,6 @@ def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, 
                                                labelled)
                                 if tick > 0:
                                     bj, bs = j, s
-                                    clock += 1   # the order may have moved: every suffix
-                                    ver[:] = clock
                                     break
                                 tick = -tick
                     if bj < 0:
