@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from emulation.ibsim import apply as ib_apply
+from emulation.ibsim.compare import _export_variant
 from fabroute.cli import main
 from tablegen.exports.infiniband.climb import (CLIMB, MAX_HOPS, SLACK, _distances, _els,
                                                climb_layers)
@@ -116,6 +117,16 @@ def test_cli_refuses_climb_where_it_does_not_apply(tmp_path, capsys, args, words
     err = capsys.readouterr().err
     assert all(w in err for w in words) and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("routing,engine,variant", [
+    ("min", "fabroute-min-ib-climb", CLIMB), ("dsnf", "fabroute-dsnf-ib-native", "ib-native")])
+def test_compare_exports_min_as_climb_and_others_as_native(tmp_path, routing, engine, variant):
+    """What `ib compare` loads where a routing does not fit at LMC 0: MIN as the ib-climb
+    variant, DSN-F's own routing as its IB-native variant, each labelled in its files."""
+    assert _export_variant(build("dsnf:n=64"), routing, tmp_path) == engine
+    g = json.loads((tmp_path / engine / "guids.json").read_text())
+    assert g["ib"]["variant"] == variant and g["routing"] == routing
 
 
 @pytest.mark.ib
