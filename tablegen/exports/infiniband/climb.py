@@ -28,9 +28,11 @@ chosen per (source switch, destination).
   dependency is free (*as soon as possible*: this only tests).  The candidate kept: fewest
   extra hops, then fewest new labels (shared labels leave room), then least loaded first
   channel (DFSSSP's balancing).  Its unlabelled turns are then labelled *as late as
-  possible* — the highest VL that keeps every dependency free — which leaves low VLs to
-  paths that arrive with few breaks and room to paths that arrive with many (measured: a
-  tenth of the failures of labelling as soon as possible).
+  possible* — the highest VL that keeps every dependency free: a turn labelled high takes
+  later paths arriving on any VL up to it, one labelled low only those arriving low
+  (measured: a tenth of the failures of labelling as soon as possible).  Switches that fit
+  no candidate with free dependencies get one more pass in which a dependency may be
+  inserted (Pearce–Kelly), once nothing else attaches.
 * **Restarts**: destinations whose tree did not span every switch go first in the next
   run (at most ``RESTARTS`` more).
 
