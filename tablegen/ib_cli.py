@@ -24,8 +24,8 @@ from tablegen.output import emit, json_option
 
 
 def cmd_ib_export(args) -> int:
-    from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.climb import CLIMB
+    from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.native import VARIANT
     from tablegen.exports.infiniband.sls import check_variant
     from tablegen.exports.infiniband.write import default_lmc, export_ib, ib_layers, ib_record

@@ -26,10 +26,10 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from tablegen.errors import NotExpressible
+from tablegen.exports.infiniband.climb import CLIMB, climb_layers
 from tablegen.exports.infiniband.dynorder import channel_graph, insert_dependency
 from tablegen.exports.infiniband.layers import IbLayers, build_layers, hop_counts, sl2vl_array
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS
-from tablegen.exports.infiniband.climb import CLIMB, climb_layers
 from tablegen.exports.infiniband.native import VARIANT, native_layers
 from tablegen.tables import TableSet
 from tablegen.verify import cdg_edges
