@@ -24,6 +24,7 @@ from tablegen.output import emit, json_option
 
 
 def cmd_ib_export(args) -> int:
+    from tablegen.exports.infiniband.climb import CLIMB
     from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.native import VARIANT
     from tablegen.exports.infiniband.sls import check_variant
@@ -34,14 +35,16 @@ def cmd_ib_export(args) -> int:
 
     check_out_dir(args.out, kind="ib-export", force=args.force)    # before any work
     con = console()
-    variant = VARIANT if args.ib_native else None
+    if args.ib_native and args.ib_climb:
+        raise BadInput("ib export: --ib-native and --ib-climb: expected one IB variant")
+    variant = VARIANT if args.ib_native else CLIMB if args.ib_climb else None
     if variant and args.lmc is None:
-        args.lmc = 0        # the IB-native variant is one tree per destination
+        args.lmc = 0        # an IB variant is one tree per destination
     if variant:
         try:
-            check_variant(variant, args.lmc, args.seed)
+            check_variant(variant, args.lmc, args.seed, args.routing)
         except NotExpressible as e:
-            raise BadInput(f"ib export: --ib-native: {e}") from None
+            raise BadInput(f"ib export: --{variant}: {e}") from None
     topo, binding = bound_topology(args)
     try:
         if args.lmc is not None:
@@ -53,7 +56,7 @@ def cmd_ib_export(args) -> int:
         return 1
     lmc, why = args.lmc if args.lmc is not None else default_lmc(ts), None
     while True:
-        what = "IB-native trees" if variant else f"InfiniBand layers (LMC {lmc})"
+        what = f"{variant} trees" if variant else f"InfiniBand layers (LMC {lmc})"
         try:
             with con.status(f"{what}, SLs, IB verification…"):
                 ib = ib_layers(ts, lmc, args.seed, variant)
@@ -139,6 +142,11 @@ def add_ib_parsers(ib) -> None:
                     "channel dependency graph, nearest the routing's own, and an up*/down* "
                     "escape layer; for fabrics where the routing's own paths do not fit 8 VLs "
                     "(LMC 0)")
+    sp.add_argument("--ib-climb", action="store_true", help="with --routing min: the "
+                    "near-minimal ib-climb variant (labelled so in every file): per "
+                    "destination a shortest-path tree (detours of a few hops, at most 12 hops) "
+                    "and an SL per switch pair whose VLs climb, turn by turn, at the breaks of "
+                    "a global channel order; for fabrics where MIN does not fit 8 VLs (LMC 0)")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory to write the IB "
                     "files into (with the tables and a manifest: `verify DIR` proves it)")
     fabric_option(sp)

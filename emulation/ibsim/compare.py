@@ -8,7 +8,8 @@ For the fabric ``fabroute ib export SPEC`` writes (``fabric.net``, our GUIDs and
 * every fabroute routing (``--routings``) is exported
   (:func:`tablegen.exports.infiniband.write.export_ib`) and loaded with our plugin by
   :func:`emulation.ibsim.apply.apply` (the engine ``fabroute-<routing>``, or
-  ``fabroute-<routing>-ib-native`` where only the IB-native variant fits 8 VLs), which also
+  where only an IB variant fits 8 VLs, ``fabroute-min-ib-climb`` for MIN and
+  ``fabroute-<routing>-ib-native`` for the others), which also
   proves the read-back equal to the files;
 * what each engine left in the fabric — every LFT, SL2VL row and PathRecord SL — is written as
   IB files (:func:`~emulation.ibsim.engines.write_readback`), imported into a table set
@@ -36,6 +37,7 @@ from emulation.ibsim import apply as ib
 from emulation.ibsim.engines import (DEFAULT_ENGINES, OPENSM_ENGINES, parse_log, run_engine,
                                      write_readback)
 from tablegen.errors import BadInput, NotExpressible, RunFailed
+from tablegen.exports.infiniband.climb import CLIMB
 from tablegen.exports.infiniband.native import VARIANT
 
 KEYS = ("engine", "subnet_up", "fell_back_to", "seconds", "sls", "vls", "deadlock_free",
@@ -124,6 +126,22 @@ def export_routing(topo, routing: str, lmc: int, seed: int, dest: Path,
                                "ib": dict({"lmc": lmc, "seed": seed, "prefix": ""},
                                           **({"variant": variant} if variant else {}))},
                    kind="ib-export")
+
+
+def _export_variant(topo, routing: str, exports: Path) -> str:
+    """Export the IB variant of a routing whose own paths do not fit 8 VLs at LMC 0 and
+    return its engine name: MIN as ``ib-climb`` (near-minimal), falling back to ``ib-native``
+    where that finds no fit; any other routing as ``ib-native`` (nearest its own paths)."""
+    if routing == "min":
+        name = f"{FABROUTE}{routing}-{CLIMB}"
+        try:
+            export_routing(topo, routing, 0, 1, exports / name, CLIMB)
+            return name
+        except NotExpressible:
+            pass
+    name = f"{FABROUTE}{routing}-{VARIANT}"
+    export_routing(topo, routing, 0, 1, exports / name, VARIANT)
+    return name
 
 
 def measure(name: str, values: dict, base, pairs, work: Path, adversarial: str) -> dict:
@@ -270,7 +288,8 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
             force: bool = False) -> dict:
     """Run every engine on the ibsim fabric of ``spec`` and measure it (module doc).
     ``routings`` None: :func:`default_routings`.  A routing InfiniBand cannot carry at LMC 0
-    runs as its IB-native variant (engine ``fabroute-<routing>-ib-native``); at a higher LMC
+    runs as its IB variant (:func:`_export_variant`: engine ``fabroute-min-ib-climb`` or
+    ``fabroute-<routing>-ib-native``); at a higher LMC
     it is left out, or reported with ``error`` when named explicitly.  ``timeout``:
     seconds from OpenSM's start to ``SUBNET UP`` per engine; ``options``: opensm.conf lines
     for every OpenSM engine; ``adversarial``: the traffic of ``bound_adversarial`` (default
@@ -308,9 +327,8 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
             except NotExpressible as e:
                 if lmc:
                     skipped[r] = str(e)
-                else:       # the routing's own paths do not fit: its IB-native variant
-                    named[r] = f"{FABROUTE}{r}-{VARIANT}"
-                    export_routing(topo, r, lmc, seed, exports / named[r], VARIANT)
+                else:       # the routing's own paths do not fit: its IB variant
+                    named[r] = _export_variant(topo, r, exports)
             except RunFailed as e:
                 skipped[r] = str(e)
             log(f"export {named[r]}: {time.perf_counter() - t0:.2f} s")

@@ -26,6 +26,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from tablegen.errors import NotExpressible
+from tablegen.exports.infiniband.climb import CLIMB, climb_layers
 from tablegen.exports.infiniband.dynorder import channel_graph, insert_dependency
 from tablegen.exports.infiniband.layers import IbLayers, build_layers, hop_counts, sl2vl_array
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS
@@ -107,7 +108,8 @@ def assign_vls(layers: IbLayers, vls: int = IB_DATA_VLS) -> IbLayers:
 def _hint(lmc: int) -> str:
     # fewer layers mean fewer dependencies; at LMC 0 there is one layer already
     return ("lower the LMC" if lmc else "LMC 0 cannot be lowered: the routing's own paths "
-            "do not fit; its IB-native variant does (ib export --ib-native)")
+            "do not fit; its IB-native variant does (ib export --ib-native), and for MIN "
+            "the near-minimal ib-climb variant (ib export --ib-climb)")
 
 
 @njit(cache=True)
@@ -190,8 +192,9 @@ def _cycle(g: csr_matrix, label: np.ndarray, comp: int) -> list[tuple[int, int]]
 def ib_routing(ts: TableSet, lmc: int = 0, seed: int = 1,
                variant: str | None = None) -> tuple[IbLayers, dict]:
     """Layers, SLs and their :func:`verify_ib` report; raises :class:`NotExpressible` when the
-    routing does not fit (too many VLs).  ``variant="ib-native"``: the routing's IB-native
-    variant instead (:func:`tablegen.exports.infiniband.native.native_layers`, LMC 0)."""
+    routing does not fit (too many VLs).  ``variant="ib-native"`` / ``"ib-climb"``: that
+    IB variant instead (:func:`~tablegen.exports.infiniband.native.native_layers`,
+    :func:`~tablegen.exports.infiniband.climb.climb_layers`; LMC 0)."""
     if variant is None:
         layers = assign_vls(build_layers(ts, lmc, seed))
     else:
@@ -201,18 +204,24 @@ def ib_routing(ts: TableSet, lmc: int = 0, seed: int = 1,
 
 def variant_layers(ts: TableSet, lmc: int, seed: int, variant: str) -> IbLayers:
     """The layers of an IB variant (SLs and SL2VL included); :class:`NotExpressible` for a
-    variant that does not exist or takes no LMC/seed."""
+    variant that does not exist or takes no LMC/seed.  The routing is not checked: an
+    imported set's files are proven against the variant's hop bound whatever it is called."""
     check_variant(variant, lmc, seed)
-    return native_layers(ts)
+    return climb_layers(ts) if variant == CLIMB else native_layers(ts)
 
 
-def check_variant(variant: str, lmc: int, seed: int) -> None:
-    """:class:`NotExpressible` unless ``variant`` exists and takes ``lmc`` and ``seed``."""
-    if variant != VARIANT:
-        raise NotExpressible(f"InfiniBand variant {variant!r}; expected {VARIANT!r}")
+def check_variant(variant: str, lmc: int, seed: int, routing: str | None = None) -> None:
+    """:class:`NotExpressible` unless ``variant`` exists and takes ``lmc``, ``seed`` and
+    ``routing`` (``ib-climb`` is near-minimal routing: MIN only; None: not checked)."""
+    if variant not in (VARIANT, CLIMB):
+        raise NotExpressible(f"InfiniBand variant {variant!r}; expected {VARIANT!r} or "
+                             f"{CLIMB!r}")
     if lmc or seed != 1:
-        raise NotExpressible(f"the {VARIANT} variant has one layer and no random choice: "
+        raise NotExpressible(f"the {variant} variant has one layer and no random choice: "
                              f"expected LMC 0 and seed 1, got LMC {lmc} and seed {seed}")
+    if variant == CLIMB and routing is not None and routing != "min":
+        raise NotExpressible(f"the {CLIMB} variant routes near-minimal paths: expected "
+                             f"routing min, got {routing}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""The ib-climb variant (tablegen/exports/infiniband/climb.py): near-minimal destination trees,
+an SL per switch pair and VLs that climb turn by turn, proven by a brute-force CDG, held to
+its hop bounds, labelled in every file, and loaded into real OpenSM on ibsim at DSN-F
+n = 1,024 (docs/ib-routing.md, *The ib-climb variant*)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from emulation.ibsim import apply as ib_apply
+from emulation.ibsim.compare import _export_variant
+from fabroute.cli import main
+from tablegen.exports.infiniband.climb import (CLIMB, MAX_HOPS, SLACK, _distances, _els,
+                                               climb_layers)
+from tablegen.exports.infiniband.limits import IB_DATA_VLS
+from tablegen.exports.infiniband.sls import verify_ib
+from tablegen.routing.build import build_tables
+from tablegen.topologies.spec import build
+
+from conftest import ib_processes
+from test_ib_turns import brute_cdg
+
+
+def climb(spec, vls=IB_DATA_VLS):
+    return climb_layers(build_tables(build(spec), "min"), vls)
+
+
+@pytest.mark.parametrize("spec,vls", [("dsnf:n=64", 8), ("dsnf:n=128", 8), ("dsnf:n=128", 5),
+                                      ("slimfly:q=5", 3), ("dragonfly:p=2,a=4,h=2", 4),
+                                      ("torus:x=6,y=6", 4)])
+def test_climb_is_acyclic_by_brute_force_and_near_minimal(spec, vls):
+    """Every path arrives, within SLACK hops of the shortest and MAX_HOPS; the CDG over
+    (switch, port, VL), walked path by path in plain Python, has no cycle; the VLs stay in
+    the budget and the arrays' own proof agrees."""
+    layers = climb(spec, vls)
+    used, cyclic = brute_cdg(layers, layers.sl2vl)
+    assert not cyclic
+    assert max(used) < vls and layers.kinds == [f"min-{CLIMB}"] and layers.scheme == "turn"
+    dist = _distances(layers.ts.topo.adj.astype(np.int64))
+    hops = layers.hops[0].astype(np.int64)
+    assert (hops <= dist + SLACK).all() and hops.max() <= MAX_HOPS
+    assert (hops == dist).mean() > 0.95
+    rep = verify_ib(layers, layers.sl2vl)
+    assert rep["ok"], rep["errors"]
+    assert rep["variant"] == CLIMB and rep["vls_used"] == len(used)
+
+
+def test_one_vl_for_every_turn_is_caught_by_both_checks():
+    """Negative control: the same trees and SLs with every switch-to-switch hop on VL 1 close
+    a cycle (DSN-F MIN needs VLs); the brute force and verify_ib both find it."""
+    layers = climb("dsnf:n=128")
+    flat = layers.sl2vl.copy()
+    flat[:, 1:, 1:, :] = np.minimum(flat[:, 1:, 1:, :], 1)
+    assert brute_cdg(layers, flat)[1]
+    rep = verify_ib(layers, flat)
+    assert not rep["ok"] and "cycle" in rep["errors"][0]
+
+
+def test_channel_order_breaks_the_weakest_dependency_of_a_ring():
+    """Eades–Lin–Smyth on a one-way ring of four channels whose dependencies carry 5, 5, 5
+    and 1 paths: the order goes down only across the one carrying 1."""
+    adj = np.array([[1], [2], [3], [0]], dtype=np.int64)      # one port: to the next switch
+    w = np.array([[5], [5], [5], [1]], dtype=np.int64)        # channel u -> channel u + 1
+    rank = _els(w, adj)
+    down = [u for u in range(4) if rank[(u + 1) % 4] < rank[u]]
+    assert down == [3]
+
+
+def test_dsnf_256_fits_with_shortest_paths_and_a_flat_load():
+    """DSN-F n = 256: all but a few pairs shortest, and the most loaded channel carries no
+    more than 1.25x what the deterministic MIN tables put on theirs."""
+    ts = build_tables(build("dsnf:n=256"), "min")
+    layers = climb_layers(ts)
+    adj = ts.topo.adj.astype(np.int64)
+    n, r = adj.shape
+
+    def max_load(nxt):
+        load = np.zeros(n * r, dtype=np.int64)
+        x, d = np.nonzero(~np.eye(n, dtype=bool))
+        while len(x):
+            j = nxt[x, d].astype(np.int64)
+            np.add.at(load, x * r + j, 1)
+            x = adj[x, j]
+            keep = x != d
+            x, d = x[keep], d[keep]
+        return load.max()
+
+    assert max_load(layers.nxt[0]) <= 1.25 * max_load(ts.tables[ts.cls("min").table1])
+
+
+def test_cli_exports_the_variant_labelled_and_bound_to_its_proof(tmp_path, capsys):
+    out = tmp_path / "ib"
+    assert main(["ib", "export", "dsnf:n=128", "--routing", "min", "--ib-climb",
+                 "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["variant"] == CLIMB and summary["layers"][0]["kind"] == "min-ib-climb"
+    assert summary["vl_scheme"] == "turn" and summary["vls_used"] <= IB_DATA_VLS
+    g = json.loads((out / "guids.json").read_text())
+    assert g["ib"]["variant"] == CLIMB and g["lft_class"] == "min-ib-climb"
+    assert main(["verify", str(out)]) == 0
+    assert "ib-climb variant" in capsys.readouterr().out
+    m = json.loads((out / "manifest.json").read_text())
+    del m["exports"]["ib"]["variant"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    assert main(["verify", str(out)]) == 1
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--routing", "dsnf", "--ib-climb"], ["--ib-climb", "expected routing min, got dsnf"]),
+    (["--routing", "min", "--ib-climb", "--ib-native"], ["--ib-native and --ib-climb"]),
+    (["--routing", "min", "--ib-climb", "--lmc", "1"], ["--ib-climb", "got LMC 1"])])
+def test_cli_refuses_climb_where_it_does_not_apply(tmp_path, capsys, args, words):
+    assert main(["ib", "export", "dsnf:n=64", *args, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert all(w in err for w in words) and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("routing,engine,variant", [
+    ("min", "fabroute-min-ib-climb", CLIMB), ("dsnf", "fabroute-dsnf-ib-native", "ib-native")])
+def test_compare_exports_min_as_climb_and_others_as_native(tmp_path, routing, engine, variant):
+    """What `ib compare` loads where a routing does not fit at LMC 0: MIN as the ib-climb
+    variant, DSN-F's own routing as its IB-native variant, each labelled in its files."""
+    assert _export_variant(build("dsnf:n=64"), routing, tmp_path) == engine
+    g = json.loads((tmp_path / engine / "guids.json").read_text())
+    assert g["ib"]["variant"] == variant and g["routing"] == routing
+
+
+@pytest.mark.ib
+@pytest.mark.usefixtures("ib_tools")
+def test_dsnf_1024_climb_loads_into_opensm_with_zero_mismatches(tmp_path, capsys):
+    """DSN-F n = 1,024 with MIN fits neither SL scheme; the ib-climb variant exports within 8
+    VLs and 12 hops, is proven from its files, and real OpenSM on ibsim holds every LFT
+    entry, SL2VL row and (sampled) path SL as written."""
+    out = tmp_path / "ib"
+    assert main(["ib", "export", "dsnf:n=1024", "--routing", "min", "--out",
+                 str(tmp_path / "own")]) == 2
+    assert "--ib-climb" in capsys.readouterr().err
+    assert main(["ib", "export", "dsnf:n=1024", "--routing", "min", "--ib-climb",
+                 "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["vls_used"] <= IB_DATA_VLS and summary["layers"][0]["max_hops"] <= MAX_HOPS
+    assert main(["verify", str(out)]) == 0
+    rep = ib_apply.apply(out)
+    assert rep["ok"] and rep["mismatches"] == 0
+    for kind in ("lft", "sl2vl", "path_sl"):
+        assert rep[kind]["mismatches"] == 0, kind
+    assert rep["lft"]["switches_read"] == 1024
+    assert ib_processes() == []
