@@ -131,22 +131,21 @@ def test_compare_exports_min_as_climb_and_others_as_native(tmp_path, routing, en
 
 @pytest.mark.ib
 @pytest.mark.usefixtures("ib_tools")
-def test_dsnf_1024_climb_loads_into_opensm_with_zero_mismatches(tmp_path, capsys):
-    """DSN-F n = 1,024 with MIN fits neither SL scheme; the ib-climb variant exports within 8
-    VLs and 12 hops, is proven from its files, and real OpenSM on ibsim holds every LFT
-    entry, SL2VL row and (sampled) path SL as written."""
+def test_climb_loads_into_opensm_with_zero_mismatches(tmp_path, capsys):
+    """DSN-F n = 256 in the ib-climb variant (forced: MIN's own SLs fit there; at n = 1,024
+    they do not — benchmarks/RESULTS.md has that load, minutes long): exported within 8 VLs
+    and 12 hops, proven from its files, and real OpenSM on ibsim holds every LFT entry,
+    SL2VL row and (sampled) path SL as written."""
     out = tmp_path / "ib"
-    assert main(["ib", "export", "dsnf:n=1024", "--routing", "min", "--out",
-                 str(tmp_path / "own")]) == 2
-    assert "--ib-climb" in capsys.readouterr().err
-    assert main(["ib", "export", "dsnf:n=1024", "--routing", "min", "--ib-climb",
+    assert main(["ib", "export", "dsnf:n=256", "--routing", "min", "--ib-climb",
                  "--out", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
+    assert summary["variant"] == "ib-climb" and summary["sls_used"] > 1
     assert summary["vls_used"] <= IB_DATA_VLS and summary["layers"][0]["max_hops"] <= MAX_HOPS
     assert main(["verify", str(out)]) == 0
     rep = ib_apply.apply(out)
     assert rep["ok"] and rep["mismatches"] == 0
     for kind in ("lft", "sl2vl", "path_sl"):
         assert rep[kind]["mismatches"] == 0, kind
-    assert rep["lft"]["switches_read"] == 1024
+    assert rep["lft"]["switches_read"] == 256
     assert ib_processes() == []
