@@ -102,6 +102,12 @@ def test_spec_round_trip(spec, name):
     ("jellyfish:n=20000,k=4", ["n=20000", "16,384"]),
     ("jellyfish:n=10,k=3,seed=-1", ["seed=-1"]),
     ("jellyfish:n=10,k=4,x=2", ["unknown key x"]),
+    ("fattree:k=5", ["k=5", "even"]),
+    ("fattree:k=2", ["k=2", "[4, 64]"]),
+    ("fattree:k=66", ["k=66", "[4, 64]"]),
+    ("fattree:k=4,hosts=3", ["hosts=3", "[1, 2]"]),
+    ("fattree:k=4,hosts=0", ["hosts=0", "[1, 2]"]),
+    ("fattree:hosts=2", ["missing k"]),
 ])
 def test_bad_input_is_one_line_exit_2(spec, words, capsys):
     with pytest.raises(TopologyError):
