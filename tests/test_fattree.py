@@ -20,7 +20,6 @@ from tablegen.topology import distance_matrix
 from tablegen.verify import verify
 
 
-
 @pytest.mark.parametrize("k", [4, 6, 8])
 def test_counts_degrees_hosts_and_diameter(k):
     t = build_fattree(k)
@@ -72,8 +71,6 @@ def test_hosts_lowered_and_round_trip():
         again = build(t.name())
         assert again.name() == t.name()
         assert np.array_equal(again.adj, t.adj) and np.array_equal(again.hosts, t.hosts)
-
-
 
 
 @pytest.mark.parametrize("k", [4, 8])
