@@ -328,7 +328,9 @@ def test_cli_emulate_prints_the_report():
     assert rep["tls"] is True
     assert subprocess.run(["ovs-vsctl", "br-exists", "es0"]).returncode == 2, "torn down"
     ssl = subprocess.run(["ovs-vsctl", "get-ssl"], capture_output=True, text=True).stdout
-    assert "Private key" not in ssl, ssl
+    others = subprocess.run("ps -eo pid,etimes,args | grep -E 'fabroute|emulat' | grep -v grep",
+                            shell=True, capture_output=True, text=True).stdout
+    assert "Private key" not in ssl, (ssl, r.stderr[-1500:], others[-3000:])
 
 
 def test_cli_emulate_keep_serves_metrics_and_map_until_ctrl_c():

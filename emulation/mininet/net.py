@@ -95,13 +95,19 @@ def _run(cmd, *, check=True, timeout=120, input=None) -> str:
 
 
 def _del_ssl(tries: int = 5) -> None:
-    """Remove ``ovs-vswitchd``'s SSL identity, checked by reading it back: once, a loaded
-    run left it behind (the key of a finished run offered to the next one's controller)."""
+    """Remove ``ovs-vswitchd``'s SSL identity, checked by reading it back: a run that left it
+    behind would offer its key to the next run's controller."""
+    err = ""
     for _ in range(tries):
-        _run(["ovs-vsctl", "del-ssl"], check=False)
-        if "Private key" not in _run(["ovs-vsctl", "get-ssl"], check=False):
+        d = subprocess.run(["ovs-vsctl", "--timeout=30", "del-ssl"], capture_output=True,
+                           text=True)
+        g = subprocess.run(["ovs-vsctl", "--timeout=30", "get-ssl"], capture_output=True,
+                           text=True)
+        if g.returncode == 0 and "Private key" not in g.stdout:
             return
+        err = (d.stderr or g.stderr or g.stdout).strip()
         time.sleep(0.5)
+    raise RunFailed(f"ovs-vsctl del-ssl left the SSL identity in place: {err[:500]}")
 
 
 def ensure_ovs(wait: float = 180.0) -> bool:
