@@ -207,15 +207,19 @@ def test_reversals_count_moves_against_the_last_one():
     assert dec.last["reversals"] == 0
 
 
-@pytest.mark.parametrize("value, words", [
-    ("10.1.2.3:9108", "--metrics 10.1.2.3:9108: plain HTTP shows the fabric's state"),
-    ("9108", "--metrics '9108'; expected HOST:PORT"),
-    ("127.0.0.1:0", "--metrics '127.0.0.1:0'; expected HOST:PORT"),
+@pytest.mark.parametrize("opt, value, words", [
+    ("--metrics", "10.1.2.3:9108", "--metrics 10.1.2.3:9108: plain HTTP shows the fabric's state"),
+    ("--metrics", "9108", "--metrics '9108'; expected HOST:PORT"),
+    ("--metrics", "127.0.0.1:0", "--metrics '127.0.0.1:0'; expected HOST:PORT"),
+    ("--web", "10.1.2.3:8080", "--web 10.1.2.3:8080: plain HTTP shows the fabric's state"),
+    ("--web", "8080", "--web '8080'; expected HOST:PORT, e.g. 127.0.0.1:8080"),
 ])
-def test_metrics_address_is_refused_off_loopback_or_malformed(value, words, capsys, tmp_path):
+def test_served_address_is_refused_off_loopback_or_malformed(opt, value, words, capsys,
+                                                             tmp_path):
+    """``--metrics`` and ``--web`` share one check of their HOST:PORT."""
     from fabroute.cli import main
 
-    assert main(["controller", str(tmp_path), "--metrics", value]) == 2
+    assert main(["controller", str(tmp_path), opt, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0], err
 

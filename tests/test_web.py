@@ -2,8 +2,8 @@
 server on a loopback port in this process's hub, asked over real HTTP by a green client —
 the page and its files, the layout, the state (a Fabric-less view, then a Fabric with
 UGAL-L decisions and a cable down), the server-sent event stream parsed event by event, the
-bound on streams; and ``--web``'s address checks.  The page in real Chromium under load:
-tests/test_web_ovs.py."""
+bound on streams (``--web``'s address checks: beside ``--metrics``' in tests/test_metrics.py).
+The page in real Chromium under load: tests/test_web_ovs.py."""
 
 from __future__ import annotations
 
@@ -232,15 +232,3 @@ def test_push_encodes_once_for_every_stream(monkeypatch):
         w.wait()
     assert len(calls) == 1 and len(got) == 3 and got[0] is got[1] is got[2]
     assert np.all([g.startswith(b"event: state\nid: 1\n") for g in got])
-
-
-@pytest.mark.parametrize("value, words", [
-    ("10.1.2.3:8080", "--web 10.1.2.3:8080: plain HTTP shows the fabric's state"),
-    ("8080", "--web '8080'; expected HOST:PORT, e.g. 127.0.0.1:8080"),
-])
-def test_web_address_is_refused_off_loopback_or_malformed(value, words, capsys, tmp_path):
-    from fabroute.cli import main
-
-    assert main(["controller", str(tmp_path), "--web", value]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and words in err[0], err
