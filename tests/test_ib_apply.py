@@ -246,6 +246,11 @@ def test_bad_input_exit_2_before_starting_anything(sf5, df, tmp_path, capsys):
         ("path-sl.txt", lambda t: "0x02fab002000000a1 0x0badc0de00000001 * 1\n" + t,
          "destination 0x0badc0de00000001 is no port of this fabric"),
         ("path-sl.txt", lambda t: "* * 1 1\n" + t, "LMC 0 gives offsets 0..0"),
+        ("path-sl.txt", lambda t: t + "group 0x0badc0de00000001 0\n",
+         "group of 0x0badc0de00000001, which is no port of this fabric"),
+        ("path-sl.txt", lambda t: t + "row 0 12x4\n", "is no 'group port_guid group' or 'row"),
+        ("path-sl.txt", lambda t: t + "group 0x02fab002000000a1 0\ngroup 0x02fab002000000a1 1\n",
+         "each listed once"),
         ("guid2lid", lambda t: "0x0badc0de00000001 0x0100 0x0100\n" + t, "no port of this fabric"),
     ]
     for k, (name, edit, needle) in enumerate(cases):

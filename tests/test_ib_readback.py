@@ -99,6 +99,33 @@ def test_path_sl_table_is_the_first_matching_rule(df_val2):
     assert 0 < ruled.sum() < total              # both cases occur
 
 
+def test_path_sl_table_falls_to_the_sl_matrix_where_no_rule_matches(df_val2):
+    """Rules first, then the SL matrix: random groups (some ports in none), rows for some
+    source groups only (short ones among them): the vectorised lookup agrees with the
+    rule-by-rule one on every triple, and all three outcomes occur (a rule, the matrix,
+    neither)."""
+    ts = load_ib_files(df_val2)
+    guids = _guids(ts)
+    rng = random.Random(11)
+    hexes = [f"0x{g:016x}" for g in guids]
+    lines = [f"{rng.choice(hexes)} {rng.choice(hexes)} * {rng.randrange(16)}"
+             for _ in range(400)]
+    lines += [f"group {h} {rng.randrange(6)}" for h in hexes if rng.random() < 0.9]
+    lines += [f"row {g} " + "".join(rng.choice("0123456789abcdefABCDEF")
+                                    for _ in range(rng.choice([3, 6, 6])))
+              for g in rng.sample(range(6), 5)]
+    rng.shuffle(lines)
+    ts.path_sl = parse_path_sl("\n".join(lines), "rules and a matrix")
+    pairs, total, _ = ib_apply.path_pairs(ts, 0)
+    sl, ruled = PathSlTable(ts).sls(pairs["src"], pairs["dst"], pairs["off"])
+    want = [ts.path_sl.sl(guids[i], guids[j], int(o)) for i, j, o in pairs.tolist()]
+    assert ruled.tolist() == [w is not None for w in want]
+    assert sl.tolist() == [w or 0 for w in want]
+    rules = parse_path_sl("\n".join(ln for ln in lines if ln[0] in "0*"), "the rules alone")
+    by_rule = [rules.sl(guids[i], guids[j], int(o)) is not None for i, j, o in pairs.tolist()]
+    assert 0 < sum(by_rule) < ruled.sum() < total       # a rule, the matrix, neither
+
+
 def test_answers_are_parsed_block_by_block():
     """300 000 PathRecord answers (several read blocks, a line cut at each block's end) after
     the LFT / SL2VL lines; failed queries become NO_SL, their first reasons kept; a last line

@@ -5,7 +5,9 @@
  * binary: LFTs from the -U file) plus two hooks OpenSM's QoS manager and SA call on every
  * routing engine:
  *   update_sl2vl(port, in, out, table)  -> the VLs of our sl2vl.dump for (node, in, out)
- *   path_sl(hint, slid, dlid)           -> the SL of the first matching path-sl.txt rule
+ *   path_sl(hint, slid, dlid)           -> the SL of the first matching path-sl.txt rule,
+ *                                          else of its SL matrix (port groups, a row of SLs
+ *                                          per source group), else the hint
  * OpenSM then programs SL2VL itself (SubnSet SLtoVLMappingTable per (in, out) port pair;
  * osm_qos_setup, needs "qos TRUE") and answers PathRecord queries with our SLs.
  *
@@ -71,6 +73,17 @@ struct rule { uint64_t src, dst; int off; uint8_t sl; uint32_t idx; uint8_t cls;
 struct bucket { uint64_t src, dst; uint32_t start, count; uint8_t used; };
 struct rule_map { struct bucket *b; size_t cap; };
 
+/* the SL matrix: port GUID -> group (open addressing), per source group a row of SLs */
+struct gslot { uint64_t guid; uint32_t group; uint8_t used; };
+struct matrix {
+	struct gslot *g;
+	size_t gcap, n_groups;
+	uint8_t **row;             /* row[group]: one SL per destination group; NULL: none */
+	uint32_t *len;
+	size_t n_row;              /* entries of row and len */
+	size_t rows;               /* rows given */
+};
+
 /* identity of a loaded file: a replaced or rewritten file differs in one of these */
 struct fkey { dev_t dev; ino_t ino; off_t size; long long mtime_ns; };
 
@@ -84,6 +97,7 @@ struct fr {
 	struct rule *rules;        /* sorted by (cls, src, dst, idx) */
 	size_t n_rules;
 	struct rule_map maps[4];   /* by wildcard class: 0 src+dst, 1 src+any, 2 any+dst, 3 any+any */
+	struct matrix mx;          /* where no rule matches */
 	/* the wrapped file engine */
 	void *file_ctx;
 	int (*file_lid_matrices)(void *);
@@ -278,10 +292,112 @@ static int parse_guid_col(const char *tok, uint64_t *out)
 	return (*e || errno || *out == WILD) ? -1 : 0;
 }
 
+static struct gslot *group_slot(struct matrix *m, uint64_t guid)
+{
+	size_t i = mix(guid, 0) & (m->gcap - 1);
+	while (m->g[i].used && m->g[i].guid != guid)
+		i = (i + 1) & (m->gcap - 1);
+	return &m->g[i];
+}
+
+static long group_of(struct matrix *m, uint64_t guid)
+{
+	struct gslot *e;
+	if (!m->gcap)
+		return -1;
+	e = group_slot(m, guid);
+	return e->used ? (long)e->group : -1;
+}
+
+/* "group <port GUID> <group>": 0 added, 1 bad (listed twice), -1 out of memory */
+static int add_group(struct matrix *m, uint64_t guid, uint32_t group)
+{
+	struct gslot *e;
+	if (2 * (m->n_groups + 1) > m->gcap) {          /* keep the table at most half full */
+		struct matrix bigger = *m;
+		size_t i;
+		bigger.gcap = m->gcap ? 2 * m->gcap : 1024;
+		bigger.g = calloc(bigger.gcap, sizeof(*bigger.g));
+		if (!bigger.g)
+			return -1;
+		for (i = 0; i < m->gcap; i++)
+			if (m->g[i].used)
+				*group_slot(&bigger, m->g[i].guid) = m->g[i];
+		free(m->g);
+		m->g = bigger.g;
+		m->gcap = bigger.gcap;
+	}
+	e = group_slot(m, guid);
+	if (e->used)
+		return 1;
+	e->used = 1;
+	e->guid = guid;
+	e->group = group;
+	m->n_groups++;
+	return 0;
+}
+
+/* "row <group> <hex SLs>": 0 added, 1 bad, -1 out of memory */
+static int add_row(struct matrix *m, uint32_t group, const char *hex)
+{
+	size_t n = strlen(hex), i;
+	uint8_t *r;
+	if (group >= m->n_row) {
+		size_t cap = m->n_row ? m->n_row : 256;
+		uint8_t **row;
+		uint32_t *len;
+		while (cap <= group) cap *= 2;
+		row = realloc(m->row, cap * sizeof(*row));
+		if (!row) return -1;
+		m->row = row;
+		len = realloc(m->len, cap * sizeof(*len));
+		if (!len) return -1;
+		m->len = len;
+		memset(m->row + m->n_row, 0, (cap - m->n_row) * sizeof(*row));
+		memset(m->len + m->n_row, 0, (cap - m->n_row) * sizeof(*len));
+		m->n_row = cap;
+	}
+	if (m->row[group] || n > 65536)
+		return 1;
+	r = malloc(n ? n : 1);
+	if (!r) return -1;
+	for (i = 0; i < n; i++) {
+		int c = tolower((unsigned char)hex[i]);
+		if (c >= '0' && c <= '9') r[i] = (uint8_t)(c - '0');
+		else if (c >= 'a' && c <= 'f') r[i] = (uint8_t)(c - 'a' + 10);
+		else { free(r); return 1; }
+	}
+	m->row[group] = r;
+	m->len[group] = (uint32_t)n;
+	m->rows++;
+	return 0;
+}
+
+static void matrix_free(struct matrix *m)
+{
+	size_t i;
+	for (i = 0; i < m->n_row; i++)
+		free(m->row[i]);
+	free(m->row);
+	free(m->len);
+	free(m->g);
+	memset(m, 0, sizeof(*m));
+}
+
+/* the matrix's SL of (src port, dst port); -1 if it gives none */
+static int matrix_sl(struct matrix *m, uint64_t src, uint64_t dst)
+{
+	long gs = group_of(m, src), gd = group_of(m, dst);
+	if (gs < 0 || gd < 0 || (size_t)gs >= m->n_row || !m->row[gs] || gd >= (long)m->len[gs])
+		return -1;
+	return m->row[gs][gd];
+}
+
 static int load_path_sl(struct fr *fr, const char *path)
 {
 	FILE *f = fopen(path, "r");
-	char line[1024];
+	char *line = NULL;
+	size_t line_cap = 0;
 	unsigned lineno = 0;
 	size_t cap = 256, i, cls_n[4] = { 0 };
 
@@ -291,9 +407,9 @@ static int load_path_sl(struct fr *fr, const char *path)
 	}
 	fr->rules = malloc(cap * sizeof(*fr->rules));
 	if (!fr->rules) goto oom;
-	while (fgets(line, sizeof(line), f)) {
+	while (getline(&line, &line_cap, f) > 0) {
 		char *tok[5], *save = NULL, *p;
-		int n = 0;
+		int n = 0, rc;
 		struct rule r;
 		unsigned long v;
 		lineno++;
@@ -304,6 +420,29 @@ static int load_path_sl(struct fr *fr, const char *path)
 			tok[n++] = p;
 		if (!n)
 			continue;
+		if (!strcmp(tok[0], "group") || !strcmp(tok[0], "row")) {
+			if (n != 3)
+				goto badmatrix;
+			if (tok[0][0] == 'g') {
+				uint64_t guid;
+				if (parse_guid_col(tok[1], &guid) || guid == WILD)
+					goto badmatrix;
+				v = strtoul(tok[2], &p, 0);
+				if (*p || v > 65535)
+					goto badmatrix;
+				rc = add_group(&fr->mx, guid, (uint32_t)v);
+			} else {
+				v = strtoul(tok[1], &p, 0);
+				if (*p || v > 65535)
+					goto badmatrix;
+				rc = add_row(&fr->mx, (uint32_t)v, tok[2]);
+			}
+			if (rc < 0)
+				goto oom;
+			if (rc)
+				goto badmatrix;
+			continue;
+		}
 		if (n != 4 || parse_guid_col(tok[0], &r.src) || parse_guid_col(tok[1], &r.dst))
 			goto badline;
 		if (!strcmp(tok[2], "*"))
@@ -328,10 +467,19 @@ static int load_path_sl(struct fr *fr, const char *path)
 		continue;
 badline:
 		logmsg(fr, OSM_LOG_ERROR, "ERROR %s:%u: not 'src dst offset|* sl'", path, lineno);
+		free(line);
+		fclose(f);
+		return -1;
+badmatrix:
+		logmsg(fr, OSM_LOG_ERROR, "ERROR %s:%u: not 'group port_guid group' or 'row group "
+		       "hex_sls' (groups 0-65535, each listed once)", path, lineno);
+		free(line);
 		fclose(f);
 		return -1;
 	}
+	free(line);
 	fclose(f);
+	f = NULL;
 	qsort(fr->rules, fr->n_rules, sizeof(*fr->rules), cmp_rule);
 	for (i = 0; i < 4; i++) {
 		size_t c = 4;
@@ -354,7 +502,9 @@ badline:
 	return 0;
 oom:
 	logmsg(fr, OSM_LOG_ERROR, "ERROR out of memory reading %s", path);
-	fclose(f);
+	free(line);
+	if (f)
+		fclose(f);
 	return -1;
 }
 
@@ -448,13 +598,16 @@ static void fr_maybe_reload(struct fr *fr)
 	fr->nodes = tmp->nodes; fr->n_nodes = tmp->n_nodes; fr->n_rows = tmp->n_rows;
 	fr->rules = tmp->rules; fr->n_rules = tmp->n_rules;
 	memcpy(fr->maps, tmp->maps, sizeof(fr->maps));
+	fr->mx = tmp->mx;
 	memcpy(fr->keys, tmp->keys, sizeof(fr->keys));
 	tmp->nodes = swap.nodes; tmp->n_nodes = swap.n_nodes;
 	tmp->rules = swap.rules; tmp->n_rules = swap.n_rules;
 	memcpy(tmp->maps, swap.maps, sizeof(tmp->maps));
+	tmp->mx = swap.mx;
 	fr_free(tmp);
 	logmsg(fr, OSM_LOG_INFO, "reloaded: %zu SL2VL nodes, %zu (in, out) rows, %zu path SL "
-	       "rules from %s", fr->n_nodes, fr->n_rows, fr->n_rules, fr->dir);
+	       "rules, %zu port groups, %zu SL matrix rows from %s", fr->n_nodes, fr->n_rows,
+	       fr->n_rules, fr->mx.n_groups, fr->mx.rows, fr->dir);
 }
 
 /* ---- routing engine hooks ---- */
@@ -514,6 +667,9 @@ static uint8_t fr_path_sl(void *ctx, uint8_t hint, const ib_net16_t slid, const 
 	}
 	off = (int)cl_ntoh16(dlid) - (int)cl_ntoh16(osm_port_get_base_lid(dp));
 	sl = lookup_sl(fr, cl_ntoh64(osm_port_get_guid(sp)), cl_ntoh64(osm_port_get_guid(dp)), off);
+	if (sl < 0)
+		sl = matrix_sl(&fr->mx, cl_ntoh64(osm_port_get_guid(sp)),
+			       cl_ntoh64(osm_port_get_guid(dp)));
 	if (sl < 0) {
 		fr->path_nomatch++;
 		return hint;
@@ -558,6 +714,7 @@ static void fr_free(struct fr *fr)
 	free(fr->rules);
 	for (i = 0; i < 4; i++)
 		free(fr->maps[i].b);
+	matrix_free(&fr->mx);
 	free(fr);
 }
 
@@ -583,8 +740,9 @@ static void *fr_create(osm_opensm_t *osm)
 		logmsg(fr, OSM_LOG_ERROR, "ERROR cannot register routing engine 'fabroute'");
 		goto fail;
 	}
-	logmsg(fr, OSM_LOG_INFO, "ready: %zu SL2VL nodes, %zu (in, out) rows, %zu path SL rules "
-	       "from %s", fr->n_nodes, fr->n_rows, fr->n_rules, dir);
+	logmsg(fr, OSM_LOG_INFO, "ready: %zu SL2VL nodes, %zu (in, out) rows, %zu path SL rules, "
+	       "%zu port groups, %zu SL matrix rows from %s", fr->n_nodes, fr->n_rows, fr->n_rules,
+	       fr->mx.n_groups, fr->mx.rows, dir);
 	return fr;
 fail:
 	fr_free(fr);

@@ -34,7 +34,12 @@ chosen per (source switch, destination).
   no candidate with free dependencies get one more pass in which a dependency may be
   inserted (Pearce–Kelly), once nothing else attaches.
 * **Restarts**: destinations whose tree did not span every switch go first in the next
-  run (at most ``RESTARTS`` more).
+  run (at most ``RESTARTS`` more).  A run in which more than ``GIVE_UP`` of the
+  destinations fail stops there and the variant gives up: restarts mend a few failures,
+  and a run that fails many only fails more slowly (the insertions search an ever larger
+  graph).
+* **The SLs are written as a matrix** (``path-sl.txt``'s ``group`` and ``row`` lines, one
+  hex digit per switch pair): per-path lines would take one per (HCA, destination port).
 
 Deadlock freedom: every dependency is added to one acyclic graph over (channel, VL 1 .. 7),
 free ones rising in its topological order, the others by Pearce–Kelly insertion that refuses
@@ -42,7 +47,10 @@ a cycle; VL 0 (the hop from a host) has no incoming dependency.  ``verify_ib`` p
 SL2VL array again, ``fabroute verify`` the written files.
 
 What it cannot do: promise a fit.  The construction is greedy; a failed run proves nothing
-(it raises :class:`NotExpressible`).  Paths are near-minimal only up to ``SLACK`` extra hops
+(it raises :class:`NotExpressible`).  Its label space does not grow with the paths: 16 SLs
+of one label per turn serve N^2 paths through N R^2 turns, and on DSN-F the fit runs out
+between n = 1,024 (fits) and 2,048 (more than 2 % of the destinations fail within the first
+889; docs/ib-routing.md).  Paths are near-minimal only up to ``SLACK`` extra hops
 and bounded by ``MAX_HOPS``: a fabric whose diameter exceeds ``MAX_HOPS`` is refused.  16 SLs
 × 7 VLs per turn is the whole label space; a fabric whose breaks per path exceed 6 cannot be
 served by the free order at all.
@@ -71,6 +79,7 @@ CLIMB = "ib-climb"
 MAX_HOPS = 12       # hop bound of every path (the issue's bound for DSN-F n = 1,024)
 SLACK = 4           # extra hops over the shortest a switch may take when nothing shorter fits
 RESTARTS = 8        # runs after the first, each with the destinations that failed first
+GIVE_UP = 0.02      # a run stops once this share of destinations failed: restarts mend a few
 
 
 def climb_layers(ts: TableSet, vls: int = IB_DATA_VLS) -> IbLayers:
@@ -90,15 +99,22 @@ def climb_layers(ts: TableSet, vls: int = IB_DATA_VLS) -> IbLayers:
         raise NotExpressible(f"--vls {vls}: the {CLIMB} variant needs at least 3 VLs")
     rho = _channel_order(_shortest_tree(adj, dist), adj)
     dorder = np.arange(n, dtype=np.int64)
+    limit = max(8, int(GIVE_UP * n))
     for _ in range(RESTARTS + 1):
         nxt = np.full((n, n), -1, dtype=np.int16)
         sl = np.zeros((n, n), dtype=np.uint8)
         lam = np.full((n, r + 1, r, NUM_SLS), -1, dtype=np.int8)
         fails = np.zeros(n, dtype=np.int64)
-        _trees(dist, adj, peer, rho, dorder, NUM_SLS, vls, MAX_HOPS, SLACK, nxt, sl, lam,
-               np.zeros(n * r, dtype=np.int64), fails)
+        done = _trees(dist, adj, peer, rho, dorder, NUM_SLS, vls, MAX_HOPS, SLACK, nxt, sl,
+                      lam, np.zeros(n * r, dtype=np.int64), fails, limit)
         if not fails.any():
             break
+        if done < n:
+            raise NotExpressible(
+                f"the {CLIMB} variant found no fit of {NUM_SLS} SLs in {vls} VLs on "
+                f"{topo.name()}: {int((fails > 0).sum())} destinations' trees left switches "
+                f"out within the first {done} of {n} (restarts mend a few, not that many; "
+                f"docs/ib-routing.md)")
         bad = np.isin(dorder, np.flatnonzero(fails))
         dorder = np.concatenate([dorder[bad], dorder[~bad]])
     else:
@@ -386,9 +402,10 @@ def _commit(H, s, ch, slots, lam, g, W, R, vals):
 
 
 @njit(cache=True)
-def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, fails):
+def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, fails, limit):
     """Grow every destination's tree (module docstring) into ``nxt[u, d]``, ``sl[u, d]`` and
-    the labels ``lam``; ``fails[d]``: switches left out of ``d``'s tree."""
+    the labels ``lam``; ``fails[d]``: switches left out of ``d``'s tree.  Returns the number
+    of destinations grown: fewer than all once more than ``limit`` failed."""
     n, R = adj.shape
     W = V - 1
     C = n * R * W
@@ -408,7 +425,9 @@ def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, 
     vals = np.empty(maxh + 1, dtype=np.int64)
     added = np.empty(maxh + 1, dtype=np.int64)
     labelled = np.empty((maxh + 1, 3), dtype=np.int64)
+    bad, k = 0, 0
     for d in dorder:
+        k += 1
         depth[:] = -1
         par[:] = -1
         depth[d] = 0
@@ -479,3 +498,8 @@ def _trees(dist, adj, peer, rho, dorder, S, V, maxh, slack, nxt, sl, lam, load, 
                     progress = True
                 nt = keep
         fails[d] = nt
+        if nt:
+            bad += 1
+            if bad > limit:
+                return k
+    return k

@@ -189,9 +189,13 @@ def parse_sl2vl(text: str, what: str) -> dict[int, tuple[str, dict[tuple[int, in
 class PathSlRules:
     """``path-sl.txt``: ``src dst offset|* sl`` lines, first match wins.  Indexed like the
     plugin does it: per wildcard class (src/dst exact or ``*``) a dict from the (src, dst) key
-    to that key's rules in file order."""
+    to that key's rules in file order.  Where no rule matches, the SL matrix: ``group`` lines
+    put ports in groups (``group_of``, port GUID -> group), ``row`` lines give a source
+    group's SL toward every destination group (``matrix``, group -> ``uint8`` array)."""
     rules: list[tuple[int | None, int | None, int | None, int]] = field(default_factory=list)
     index: list[dict] = field(default_factory=lambda: [{}, {}, {}, {}])
+    group_of: dict[int, int] = field(default_factory=dict)
+    matrix: dict[int, np.ndarray] = field(default_factory=dict)
 
     def add(self, src, dst, off, sl):
         idx = len(self.rules)
@@ -200,7 +204,8 @@ class PathSlRules:
         self.index[cls].setdefault((src, dst), []).append((idx, off, sl))
 
     def sl(self, src: int, dst: int, off: int) -> int | None:
-        """The SL of the first rule matching (src port GUID, dst port GUID, LID offset)."""
+        """The SL of the first rule matching (src port GUID, dst port GUID, LID offset), else
+        the matrix's (source group, destination group) SL; None for neither."""
         best, sl = None, None
         for cls in range(4):
             key = (None if cls & 2 else src, None if cls & 1 else dst)
@@ -210,7 +215,30 @@ class PathSlRules:
                 if o is None or o == off:
                     best, sl = idx, s
                     break
+        if sl is None:
+            return self.matrix_sl(src, dst)
         return sl
+
+    def matrix_sl(self, src: int, dst: int) -> int | None:
+        row = self.matrix.get(self.group_of.get(src, -1))
+        g = self.group_of.get(dst, -1)
+        return None if row is None or not 0 <= g < len(row) else int(row[g])
+
+    def dense_matrix(self, groups: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(uint8[G, G] SL, bool[G, G] given)`` of the matrix over ``groups`` groups."""
+        sl = np.zeros((groups, groups), dtype=np.uint8)
+        given = np.zeros((groups, groups), dtype=bool)
+        for g, row in self.matrix.items():
+            if g < groups:
+                k = min(groups, len(row))
+                sl[g, :k], given[g, :k] = row[:k], True
+        return sl, given
+
+
+_HEX = np.full(256, 255, dtype=np.uint8)
+_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint8)
+_HEX[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16, dtype=np.uint8)
+MAX_GROUPS = 1 << 16
 
 
 def parse_path_sl(text: str, what: str) -> PathSlRules:
@@ -218,6 +246,9 @@ def parse_path_sl(text: str, what: str) -> PathSlRules:
     for no, line in enumerate(text.splitlines(), 1):
         toks = line.split("#", 1)[0].split()
         if not toks:
+            continue
+        if toks[0] in ("group", "row"):
+            _matrix_line(rules, toks, line, what, no)
             continue
         try:
             if len(toks) != 4:
@@ -232,6 +263,29 @@ def parse_path_sl(text: str, what: str) -> PathSlRules:
                            f"'src_guid|* dst_guid|* offset|* sl' line (SL 0-15)") from None
         rules.add(src, dst, off, sl)
     return rules
+
+
+def _matrix_line(rules: PathSlRules, toks: list[str], line: str, what: str, no: int) -> None:
+    """A ``group <port GUID> <group>`` or ``row <group> <one hex SL per group>`` line."""
+    try:
+        if len(toks) != 3:
+            raise ValueError
+        if toks[0] == "group":
+            guid, g = int(toks[1], 16), int(toks[2], 0)
+            if not 0 <= g < MAX_GROUPS or guid in rules.group_of:
+                raise ValueError
+            rules.group_of[guid] = g
+            return
+        g = int(toks[1], 0)
+        row = _HEX[np.frombuffer(toks[2].encode("ascii"), dtype=np.uint8)]
+        if not 0 <= g < MAX_GROUPS or g in rules.matrix or len(row) > MAX_GROUPS \
+                or (row == 255).any():
+            raise ValueError
+        rules.matrix[g] = row
+    except (ValueError, UnicodeEncodeError):
+        raise BadInput(f"{what}:{no}: {line.strip()[:60]!r} is no 'group port_guid group' or "
+                       f"'row group hex_sls' line (groups 0-{MAX_GROUPS - 1}, each listed "
+                       f"once)") from None
 
 
 # -- the input: files, cross-checks -------------------------------------------------------------
@@ -380,6 +434,10 @@ def load_ib_files(d, *, lfts_file=None, sl2vl_file=None, path_sl_file=None) -> I
         if off is not None and off >= 1 << lmc:
             raise BadInput(f"{pf}: rule {no + 1}: LID offset {off} but LMC {lmc} gives "
                            f"offsets 0..{(1 << lmc) - 1}")
+    stray = next((g for g in rules.group_of if g not in ports), None)
+    if stray is not None:
+        raise BadInput(f"{pf}: group of 0x{stray:016x}, which is no port of this fabric "
+                       f"(guids.json: switch GUIDs and HCA port GUIDs)")
     return IbFiles(ib, guids, lmc, lfts, sl2vl, rules, radix, ca_ports, ports, net)
 
 

@@ -207,7 +207,17 @@ def variant_layers(ts: TableSet, lmc: int, seed: int, variant: str) -> IbLayers:
     variant that does not exist or takes no LMC/seed.  The routing is not checked: an
     imported set's files are proven against the variant's hop bound whatever it is called."""
     check_variant(variant, lmc, seed)
-    return climb_layers(ts) if variant == CLIMB else native_layers(ts)
+    last = _LAST_VARIANT
+    if last and last[0] is ts and last[1] == variant:
+        return last[2]
+    layers = climb_layers(ts) if variant == CLIMB else native_layers(ts)
+    _LAST_VARIANT[:] = [ts, variant, layers]
+    return layers
+
+
+# the last variant built: ``fabroute verify`` derives the files again and proves them, two
+# uses of one deterministic build that takes seconds (minutes at thousands of switches)
+_LAST_VARIANT: list = []
 
 
 def check_variant(variant: str, lmc: int, seed: int, routing: str | None = None) -> None:

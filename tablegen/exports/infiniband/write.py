@@ -22,6 +22,7 @@ from tablegen.exports.infiniband.lids import (
     lid_plan,
     switch_guid,
 )
+from tablegen.exports.infiniband.climb import CLIMB
 from tablegen.exports.infiniband.limits import MAX_IB_PORT
 from tablegen.exports.writer import (
     DEC,
@@ -506,10 +507,31 @@ def host_path_sls(layers) -> np.ndarray:
 
 def _path_sl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
     sw_hex, _, _, hp_hex, _ = names
+    groups, matrix = [], []
     if layers.num_sls == 1:
         rows = [("*", "*", "*", 0)]       # never materialise H^2 zeros
+    elif layers.info.get("variant") == CLIMB:
+        # an SL per switch pair: the matrix (N^2 digits) instead of per-path lines (H (H + N))
+        rows = []
+        groups, matrix = path_sl_matrix(layers, ["0x" + g for g in hp_hex],
+                                        ["0x" + g for g in sw_hex])
     else:
         guids = ["0x" + g for g in hp_hex]
         rows = path_sl_rows(host_path_sls(layers), guids, guids + ["0x" + g for g in sw_hex])
     return rendered(template_env().get_template("path-sl.txt.j2"), routing=ts.routing,
-                     topology=ts.topo.name(), lmc=plan.lmc, rows=rows)
+                     topology=ts.topo.name(), lmc=plan.lmc, rows=rows, groups=groups,
+                     matrix=matrix)
+
+
+def path_sl_matrix(layers, host_guids: list[str], switch_guids: list[str]):
+    """``path-sl.txt``'s SL matrix of LMC-0 ``layers``: every port in the group of its switch
+    (an HCA's, or the switch's own), and per source switch one hex digit per destination
+    switch — ``(groups, rows)`` for the template."""
+    sl = layers.sl[0]
+    sw = layers.ts.topo.host_table()[:, 1]
+    groups = list(zip(host_guids, sw.tolist())) + [(g, k) for k, g in enumerate(switch_guids)]
+    text = _HEX_DIGITS[sl]
+    return groups, [(k, text[k].tobytes().decode("ascii")) for k in range(len(sl))]
+
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
