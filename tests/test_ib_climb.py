@@ -168,3 +168,31 @@ def test_climb_loads_into_opensm_with_zero_mismatches(tmp_path, capsys):
     assert rep["path_sl"]["no_rule"] == 0 and len(rep["path_sl"]["sls_read"]) > 1
     assert rep["lft"]["switches_read"] == 256
     assert ib_processes() == []
+
+
+@pytest.mark.ib
+def test_climb_grows_live_and_opensm_reloads_the_sl_matrix(tmp_path, capsys):
+    """DSN-F 64 -> 72 in the ib-climb variant, live (``ib update``): the plugin reloads
+    path-sl.txt's SL matrix with the new switches' rows and groups, and OpenSM's path SLs,
+    SL2VL rows and LFTs match the files before and after, every pair delivered."""
+    from emulation.ibsim.update import update
+
+    dirs = []
+    for n in (64, 72):
+        d = tmp_path / f"c{n}"
+        assert main(["ib", "export", f"dsnf:n={n}", "--routing", "min", "--ib-climb",
+                     "--out", str(d)]) == 0
+        dirs.append(d)
+    capsys.readouterr()
+    g = json.loads((dirs[1] / "guids.json").read_text())
+    rep = update(*dirs)
+    assert rep["ok"] and rep["mismatches"] == 0, rep.get("error")
+    for when in ("before", "after"):
+        for kind in ("lft", "sl2vl", "path_sl"):
+            assert rep[when][kind]["mismatches"] == 0, (when, kind)
+        assert rep[when]["path_sl"]["no_rule"] == 0
+    assert rep["reach"]["undelivered"] == 0
+    ports = len(g["switches"]) + len(g["hosts"])
+    assert f"{ports} port groups, 72 SL matrix rows" in rep["sweep"]["plugin"], \
+        rep["sweep"]["plugin"]
+    assert ib_processes() == []
