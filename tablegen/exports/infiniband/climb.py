@@ -114,7 +114,8 @@ def climb_layers(ts: TableSet, vls: int = IB_DATA_VLS) -> IbLayers:
                 f"the {CLIMB} variant found no fit of {NUM_SLS} SLs in {vls} VLs on "
                 f"{topo.name()}: {int((fails > 0).sum())} destinations' trees left switches "
                 f"out within the first {done} of {n} (restarts mend a few, not that many; "
-                f"docs/ib-routing.md)")
+                f"docs/ib-routing.md); the IB-native variant (--ib-native) fits any connected "
+                f"fabric")
         bad = np.isin(dorder, np.flatnonzero(fails))
         dorder = np.concatenate([dorder[bad], dorder[~bad]])
     else:
