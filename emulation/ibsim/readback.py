@@ -220,14 +220,9 @@ class PathSlTable:
         self.exact_any = _first_rules(key[every], k[every])
         self.exact_off = _first_rules(key[~every] * self.n_off + off[~every], k[~every])
         # the SL matrix, for the triples no rule matches: the group of each port
-        ps = ts.path_sl
-        self.matrix = None
-        if ps.matrix:
-            G = max(max(ps.group_of.values(), default=0), max(ps.matrix)) + 1
-            self.matrix = ps.dense_matrix(G)
-            self.group = np.full(self.n_dst, -1, dtype=np.int64)
-            for guid, i in dst_of.items():
-                self.group[i] = ps.group_of.get(guid, -1)
+        self.path_sl = ps = ts.path_sl
+        self.group = np.full(self.n_dst, -1, dtype=np.int64)
+        self.group[list(dst_of.values())] = ps.groups(dst_of)
 
     def sls(self, src, dst, off) -> tuple[np.ndarray, np.ndarray]:
         """(``uint8`` SL, whether a rule matched) of each triple of the index arrays ``src``,
@@ -239,14 +234,12 @@ class PathSlTable:
         np.minimum(best, _lookup(*self.exact_any, key, self.none), out=best)
         np.minimum(best, _lookup(*self.exact_off, key * self.n_off + off, self.none), out=best)
         sl, matched = self.sl[best], best != self.none
-        if self.matrix is not None:
-            msl, given = self.matrix
-            g, c = self.group[src], self.group[dst]      # hosts' indices are theirs as sources
-            ok = ~matched & (g >= 0) & (c >= 0)
-            hit = np.zeros_like(ok)
-            hit[ok] = given[g[ok], c[ok]]
-            sl[hit] = msl[g[hit], c[hit]]
-            matched = matched | hit
+        if self.path_sl.matrix:
+            # hosts' indices as sources are theirs as destinations
+            msl, given = self.path_sl.matrix_sls(self.group[src], self.group[dst])
+            take = given & ~matched
+            sl[take] = msl[take]
+            matched |= take
         return sl, matched
 
 

@@ -196,6 +196,7 @@ class PathSlRules:
     index: list[dict] = field(default_factory=lambda: [{}, {}, {}, {}])
     group_of: dict[int, int] = field(default_factory=dict)
     matrix: dict[int, np.ndarray] = field(default_factory=dict)
+    _dense: tuple | None = field(default=None, repr=False, compare=False)
 
     def add(self, src, dst, off, sl):
         idx = len(self.rules)
@@ -224,15 +225,29 @@ class PathSlRules:
         g = self.group_of.get(dst, -1)
         return None if row is None or not 0 <= g < len(row) else int(row[g])
 
-    def dense_matrix(self, groups: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(uint8[G, G] SL, bool[G, G] given)`` of the matrix over ``groups`` groups."""
-        sl = np.zeros((groups, groups), dtype=np.uint8)
-        given = np.zeros((groups, groups), dtype=bool)
-        for g, row in self.matrix.items():
-            if g < groups:
-                k = min(groups, len(row))
-                sl[g, :k], given[g, :k] = row[:k], True
-        return sl, given
+    def matrix_sls(self, src_group: np.ndarray, dst_group: np.ndarray):
+        """The matrix's SLs for arrays of source and destination groups (-1: a port in none),
+        broadcast together: ``(uint8 SL, bool given)``; the SL is 0 where none is given.
+        The dense ``G x G`` form is built at the first call (after parsing)."""
+        if not self.matrix:
+            shape = np.broadcast_shapes(np.shape(src_group), np.shape(dst_group))
+            return np.zeros(shape, dtype=np.uint8), np.zeros(shape, dtype=bool)
+        if self._dense is None:
+            G = max(max(self.group_of.values(), default=0), max(self.matrix)) + 1
+            sl = np.zeros((G, G), dtype=np.uint8)
+            given = np.zeros((G, G), dtype=bool)
+            for g, row in self.matrix.items():
+                sl[g, :len(row)], given[g, :len(row)] = row[:G], True
+            self._dense = sl, given
+        sl, given = self._dense
+        G = len(sl)
+        ok = (src_group >= 0) & (dst_group >= 0) & (src_group < G) & (dst_group < G)
+        g, c = np.where(ok, src_group, 0), np.where(ok, dst_group, 0)
+        return sl[g, c], ok & given[g, c]
+
+    def groups(self, guids) -> np.ndarray:
+        """``int64`` group of each port GUID, -1 for a port in none."""
+        return np.array([self.group_of.get(g, -1) for g in guids], dtype=np.int64)
 
 
 _HEX = np.full(256, 255, dtype=np.uint8)

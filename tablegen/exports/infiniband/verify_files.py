@@ -144,13 +144,9 @@ class _PathSls:
         order = np.argsort(row, kind="stable")
         self.rows, self.rcols, self.ridx = row[order], col[order], k[order]
         # the SL matrix, for the cells no rule matches: group of each source HCA and LID
-        self.matrix = None
-        ps = f.path_sl
+        self.path_sl = ps = f.path_sl
         if ps.matrix:
-            G = max(max(ps.group_of.values(), default=0), max(ps.matrix)) + 1
-            self.matrix = ps.dense_matrix(G)
-            self.src_group = np.array([ps.group_of.get(int(h["port_guid"], 16), -1)
-                                       for h in hosts], dtype=np.int64)
+            self.src_group = ps.groups(int(h["port_guid"], 16) for h in hosts)
             self.lid_group = np.full(T, -1, dtype=np.int64)
             for guid, (lo, cnt) in lids_of.items():
                 self.lid_group[lo:lo + cnt] = ps.group_of.get(guid, -1)
@@ -164,14 +160,11 @@ class _PathSls:
             if h0 <= h < h1:
                 best[h - h0, sel] = np.minimum(best[h - h0, sel], k)
         out = self.sl[best]
-        if self.matrix is not None:
-            sl, given = self.matrix
-            g, c = self.src_group[h0:h1, None], self.lid_group[None, :]
-            ok = (best == self.none) & (g >= 0) & (c >= 0)
-            gi, ci = np.broadcast_to(g, ok.shape)[ok], np.broadcast_to(c, ok.shape)[ok]
-            hit = given[gi, ci]
-            cells = np.flatnonzero(ok)[hit]
-            out.flat[cells] = sl[gi[hit], ci[hit]]
+        if self.path_sl.matrix:
+            sl, given = self.path_sl.matrix_sls(self.src_group[h0:h1, None],
+                                                self.lid_group[None, :])
+            take = given & (best == self.none)
+            out[take] = sl[take]
         return out
 
 
