@@ -138,18 +138,18 @@ def adaptive_of(args) -> dict | None:
 
 
 def cmd_controller(args) -> int:
-    from controller.openflow.launcher import is_loopback, run
+    from controller.openflow.launcher import is_loopback, run, split_host_port
     from controller.tls import Pki
 
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    listen = split_host_port(args.listen, need_host=False)
+    if listen is None:
         raise BadInput(f"controller: --listen {args.listen!r}; expected HOST:PORT, e.g. "
                        "127.0.0.1:6653")
     tls = None
     if args.tls:
         tls = Pki(Path(args.tls))
         tls.check_controller()
-    elif not is_loopback(host) and not args.insecure_tcp:
+    elif not is_loopback(listen[0]) and not args.insecure_tcp:
         raise BadInput(f"controller: --listen {args.listen}: plain TCP leaves switches "
                        "unauthenticated; expected a loopback address, --tls PKI_DIR, or "
                        "--insecure-tcp")
@@ -157,11 +157,11 @@ def cmd_controller(args) -> int:
         text = getattr(args, opt)
         if not text:
             continue
-        mhost, msep, mport = text.rpartition(":")
-        if not msep or not mhost or not mport.isdigit() or not 0 < int(mport) < 65536:
+        served = split_host_port(text)
+        if served is None:
             raise BadInput(f"controller: --{opt} {text!r}; expected HOST:PORT, e.g. "
                            f"{example}")
-        if not is_loopback(mhost) and not args.insecure_tcp:
+        if not is_loopback(served[0]) and not args.insecure_tcp:
             raise BadInput(f"controller: --{opt} {text}: plain HTTP shows the "
                            "fabric's state to anyone who reaches it; expected a loopback "
                            "address or --insecure-tcp")
@@ -212,10 +212,11 @@ def _roles(args):
     if not args.peer:
         raise BadInput(f"controller: --role {args.role} needs --peer HOST:PORT (the "
                        "heartbeat between master and standby)")
+    from controller.openflow.launcher import split_host_port
+
     for opt in ("peer", "serve_peer"):
         text = getattr(args, opt)
-        host, sep, port = (text or "h:1").rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if text and split_host_port(text) is None:
             raise BadInput(f"controller: --{opt.replace('_', '-')} {text!r}; expected "
                            "HOST:PORT, e.g. 127.0.0.1:6700")
     if args.serve_peer and args.role != "standby":

@@ -157,10 +157,10 @@ def _add_ib_compare_parser(ib) -> None:
 def loopback_address(text: str) -> str:
     """An argparse ``type=``: ``HOST:PORT`` on a loopback address, for what the emulation's
     controller serves over plain HTTP (the fabric runs on this machine only)."""
-    from controller.openflow.launcher import is_loopback
+    from controller.openflow.launcher import is_loopback, split_host_port
 
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not is_loopback(host):
+    served = split_host_port(text)
+    if served is None or not is_loopback(served[0]):
         raise argparse.ArgumentTypeError(f"{text!r:.60} is not a loopback HOST:PORT; expected "
                                          "e.g. 127.0.0.1:9108")
     return text

@@ -68,6 +68,16 @@ def fabric_of(table_set, adaptive: dict | None = None, fast_failover: bool = Fal
     return fabric
 
 
+def split_host_port(text: str, need_host: bool = True) -> tuple[str, int] | None:
+    """``(host, port)`` of ``HOST:PORT`` — a port 1..65535, a host unless ``need_host`` is
+    False — else None; the host as written (``[::1]`` keeps its brackets)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or (need_host and not host) or not (port.isascii() and port.isdigit()) \
+            or not 0 < int(port) < 65536:
+        return None
+    return host, int(port)
+
+
 def _host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     return host.strip("[]"), int(port)
