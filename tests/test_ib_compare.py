@@ -142,12 +142,14 @@ def test_a_failing_engine_falls_back_and_a_slow_one_is_reported(tmp_path):
         assert "within" in r["error"] and r["max_hops"] is None
 
 
-def test_sampled_path_sls_prove_nothing_for_an_engine_with_several_sls():
+def test_sampled_path_sls_prove_nothing_for_an_engine_with_several_sls(tmp_path):
     """With only every k-th path SL read (--max-paths), the SLs of the other paths are
     assumed: for DFSSSP (several SLs) deadlock freedom is then not proven either way (None,
     with the reason); minhop's single SL is what every path carries, its cycle stands;
-    fabroute-val is proven from its own files, which the sample matched."""
-    doc = compare(DF, ["minhop", "dfsssp"], ["val"], lmc=1, max_paths=500)
+    fabroute-val is proven from its own files, which the sample matched.  The fabric every
+    engine ran on is fabroute-val's export: MIN, not asked for, is not exported."""
+    doc = compare(DF, ["minhop", "dfsssp"], ["val"], lmc=1, max_paths=500, out=tmp_path / "o")
+    assert [p.name for p in (tmp_path / "o" / "exports").iterdir()] == ["fabroute-val"]
     by = {r["engine"]: r for r in doc["engines"]}
     assert by["dfsssp"]["sls"] > 1 and by["dfsssp"]["deadlock_free"] is None
     # 72 HCAs · (71 HCAs · 2 offsets + 36 switches)

@@ -144,6 +144,25 @@ def _export_variant(topo, routing: str, exports: Path) -> str:
     return name
 
 
+def _export(topo, routing: str, lmc: int, seed: int, exports: Path, named: dict,
+            skipped: dict, log) -> None:
+    """Export ``routing`` into ``exports`` for the comparison: its engine name goes into
+    ``named``, why it was not exported into ``skipped``.  At LMC 0 a routing whose own paths
+    do not fit 8 VLs is exported as its IB variant (:func:`_export_variant`)."""
+    t0 = time.perf_counter()
+    named[routing] = FABROUTE + routing
+    try:
+        export_routing(topo, routing, lmc, seed, exports / named[routing])
+    except NotExpressible as e:
+        if lmc:
+            skipped[routing] = str(e)
+        else:
+            named[routing] = _export_variant(topo, routing, exports)
+    except RunFailed as e:
+        skipped[routing] = str(e)
+    log(f"export {named[routing]}: {time.perf_counter() - t0:.2f} s")
+
+
 def measure(name: str, values: dict, base, pairs, work: Path, adversarial: str) -> dict:
     """Write ``values`` (what was read back) as IB files, import them as a table set into
     ``work/<name>/`` and measure it: the IB files' verification (``deadlock_free``, SLs and VLs
@@ -319,22 +338,18 @@ def compare(spec: str, engines=DEFAULT_ENGINES, routings=None, *, lmc: int = 0,
         exports = work / "exports"
         exports.mkdir()
         named = {}          # routing -> engine name of what was exported
-        for r in [*routings, *(["min"] if "min" not in routings else [])]:
-            t0 = time.perf_counter()
-            named[r] = FABROUTE + r
-            try:
-                export_routing(topo, r, lmc, seed, exports / named[r])
-            except NotExpressible as e:
-                if lmc:
-                    skipped[r] = str(e)
-                else:       # the routing's own paths do not fit: its IB variant
-                    named[r] = _export_variant(topo, r, exports)
-            except RunFailed as e:
-                skipped[r] = str(e)
-            log(f"export {named[r]}: {time.perf_counter() - t0:.2f} s")
-        if "min" in skipped:
-            raise RunFailed(f"ib compare: the fabric itself cannot be exported: {skipped['min']}")
-        base = load_ib_files(exports / named["min"])
+        for r in routings:
+            _export(topo, r, lmc, seed, exports, named, skipped, log)
+        # The fabric files every engine shares (fabric.net, GUIDs, LIDs) come from the first
+        # routing exported; only when there is none is MIN exported for them alone.
+        done = [r for r in routings if r not in skipped]
+        if not done:
+            _export(topo, "min", lmc, seed, exports, named, skipped, log)
+            if "min" in skipped:
+                raise RunFailed(f"ib compare: the fabric itself cannot be exported: "
+                                f"{skipped['min']}")
+            done = ["min"]
+        base = load_ib_files(exports / named[done[0]])
         pairs, total, _ = ib.path_pairs(base, max_paths)
         for e in engines:
             t0 = time.perf_counter()
