@@ -132,7 +132,7 @@ def _add_ib_compare_parser(ib) -> None:
                     f"of {','.join(EXPORTABLE)} (default: min, the topology's own, and with "
                     "--lmc >= 1 its Valiant variant; '' for none); at LMC 0 a routing whose "
                     "own paths do not fit 8 VLs runs as its IB variant: MIN as "
-                    "fabroute-min-ib-climb (else -ib-native), the others as "
+                    "fabroute-min-ib-climb (else -ib-phase on a DSN-F, else -ib-native), the others as "
                     "fabroute-<routing>-ib-native").empty_ok = True
     sp.add_argument("--lmc", type=lmc_option, default=0, help="LMC of every engine (0..7)")
     sp.add_argument("--seed", type=seed_option, default=1, help="seed of fabroute's Valiant "

@@ -27,6 +27,7 @@ def cmd_ib_export(args) -> int:
     from tablegen.exports.infiniband.climb import CLIMB
     from tablegen.exports.infiniband.lids import lid_plan
     from tablegen.exports.infiniband.native import VARIANT
+    from tablegen.exports.infiniband.phases import PHASE
     from tablegen.exports.infiniband.sls import check_variant
     from tablegen.exports.infiniband.write import default_lmc, export_ib, ib_layers, ib_record
     from tablegen.exports.fabric_files import write_fabric_files
@@ -35,9 +36,12 @@ def cmd_ib_export(args) -> int:
 
     check_out_dir(args.out, kind="ib-export", force=args.force)    # before any work
     con = console()
-    if args.ib_native and args.ib_climb:
-        raise BadInput("ib export: --ib-native and --ib-climb: expected one IB variant")
-    variant = VARIANT if args.ib_native else CLIMB if args.ib_climb else None
+    asked = [v for v, on in ((VARIANT, args.ib_native), (CLIMB, args.ib_climb),
+                             (PHASE, args.ib_phase)) if on]
+    if len(asked) > 1:
+        raise BadInput(f"ib export: {' and '.join('--' + v for v in asked)}: expected one IB "
+                       f"variant")
+    variant = asked[0] if asked else None
     if variant and args.lmc is None:
         args.lmc = 0        # an IB variant is one tree per destination
     if variant:
@@ -147,6 +151,11 @@ def add_ib_parsers(ib) -> None:
                     "destination a shortest-path tree (detours of a few hops, at most 12 hops) "
                     "and an SL per switch pair whose VLs climb, turn by turn, at the breaks of "
                     "a global channel order; for fabrics where MIN does not fit 8 VLs (LMC 0)")
+    sp.add_argument("--ib-phase", action="store_true", help="with --routing min on DSN-F: "
+                    "the ib-phase variant (labelled so in every file): load-balanced trees "
+                    "whose paths go clockwise, then counter-clockwise around the ring, VLs by "
+                    "direction and an SL-chosen dateline; it scales where ib-climb's labels "
+                    "run out (DSN-F n >= 2,048; LMC 0)")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory to write the IB "
                     "files into (with the tables and a manifest: `verify DIR` proves it)")
     fabric_option(sp)

@@ -61,6 +61,16 @@ def brute_cdg(layers, sl2vl):
     return vls, done < len(nodes)
 
 
+def assert_one_vl_cycles(layers):
+    """Negative control: ``layers``' trees and SLs with every switch-to-switch hop on VL 1
+    close a cycle (DSN-F MIN needs VLs); the brute force and verify_ib both find it."""
+    flat = layers.sl2vl.copy()
+    flat[:, 1:, 1:, :] = np.minimum(flat[:, 1:, 1:, :], 1)
+    assert brute_cdg(layers, flat)[1]
+    rep = verify_ib(layers, flat)
+    assert not rep["ok"] and "cycle" in rep["errors"][0]
+
+
 def layers_of(spec, routing, lmc=0):
     return build_layers(build_tables(build(spec), routing), lmc)
 

@@ -39,6 +39,7 @@ from emulation.ibsim.engines import (DEFAULT_ENGINES, OPENSM_ENGINES, parse_log,
 from tablegen.errors import BadInput, NotExpressible, RunFailed
 from tablegen.exports.infiniband.climb import CLIMB
 from tablegen.exports.infiniband.native import VARIANT
+from tablegen.exports.infiniband.phases import PHASE
 
 KEYS = ("engine", "subnet_up", "fell_back_to", "seconds", "sls", "vls", "deadlock_free",
         "max_hops", "avg_hops", "bound_uniform", "bound_adversarial")
@@ -130,15 +131,16 @@ def export_routing(topo, routing: str, lmc: int, seed: int, dest: Path,
 
 def _export_variant(topo, routing: str, exports: Path) -> str:
     """Export the IB variant of a routing whose own paths do not fit 8 VLs at LMC 0 and
-    return its engine name: MIN as ``ib-climb`` (near-minimal), falling back to ``ib-native``
-    where that finds no fit; any other routing as ``ib-native`` (nearest its own paths)."""
-    if routing == "min":
-        name = f"{FABROUTE}{routing}-{CLIMB}"
+    return its engine name: MIN as ``ib-climb`` (near-minimal), else on DSN-F as
+    ``ib-phase``, falling back to ``ib-native`` where neither fits; any other routing as
+    ``ib-native`` (nearest its own paths)."""
+    for variant in ((CLIMB, PHASE) if routing == "min" else ()):
+        name = f"{FABROUTE}{routing}-{variant}"
         try:
-            export_routing(topo, routing, 0, 1, exports / name, CLIMB)
+            export_routing(topo, routing, 0, 1, exports / name, variant)
             return name
         except NotExpressible:
-            pass
+            continue
     name = f"{FABROUTE}{routing}-{VARIANT}"
     export_routing(topo, routing, 0, 1, exports / name, VARIANT)
     return name

@@ -27,6 +27,7 @@ from scipy.sparse.csgraph import connected_components
 
 from tablegen.errors import NotExpressible
 from tablegen.exports.infiniband.climb import CLIMB, climb_layers
+from tablegen.exports.infiniband.phases import PHASE, phase_layers
 from tablegen.exports.infiniband.dynorder import channel_graph, insert_dependency
 from tablegen.exports.infiniband.layers import IbLayers, build_layers, hop_counts, sl2vl_array
 from tablegen.exports.infiniband.limits import IB_DATA_VLS, NUM_SLS
@@ -192,9 +193,10 @@ def _cycle(g: csr_matrix, label: np.ndarray, comp: int) -> list[tuple[int, int]]
 def ib_routing(ts: TableSet, lmc: int = 0, seed: int = 1,
                variant: str | None = None) -> tuple[IbLayers, dict]:
     """Layers, SLs and their :func:`verify_ib` report; raises :class:`NotExpressible` when the
-    routing does not fit (too many VLs).  ``variant="ib-native"`` / ``"ib-climb"``: that
-    IB variant instead (:func:`~tablegen.exports.infiniband.native.native_layers`,
-    :func:`~tablegen.exports.infiniband.climb.climb_layers`; LMC 0)."""
+    routing does not fit (too many VLs).  ``variant="ib-native"`` / ``"ib-climb"`` / ``"ib-phase"``:
+    that IB variant instead (:func:`~tablegen.exports.infiniband.native.native_layers`,
+    :func:`~tablegen.exports.infiniband.climb.climb_layers`,
+    :func:`~tablegen.exports.infiniband.phases.phase_layers`; LMC 0)."""
     if variant is None:
         layers = assign_vls(build_layers(ts, lmc, seed))
     else:
@@ -210,7 +212,8 @@ def variant_layers(ts: TableSet, lmc: int, seed: int, variant: str) -> IbLayers:
     last = _LAST_VARIANT
     if last and last[0] is ts and last[1] == variant:
         return last[2]
-    layers = climb_layers(ts) if variant == CLIMB else native_layers(ts)
+    build = {CLIMB: climb_layers, PHASE: phase_layers}.get(variant, native_layers)
+    layers = build(ts)
     _LAST_VARIANT[:] = [ts, variant, layers]
     return layers
 
@@ -223,14 +226,14 @@ _LAST_VARIANT: list = []
 def check_variant(variant: str, lmc: int, seed: int, routing: str | None = None) -> None:
     """:class:`NotExpressible` unless ``variant`` exists and takes ``lmc``, ``seed`` and
     ``routing`` (``ib-climb`` is near-minimal routing: MIN only; None: not checked)."""
-    if variant not in (VARIANT, CLIMB):
-        raise NotExpressible(f"InfiniBand variant {variant!r}; expected {VARIANT!r} or "
-                             f"{CLIMB!r}")
+    if variant not in (VARIANT, CLIMB, PHASE):
+        raise NotExpressible(f"InfiniBand variant {variant!r}; expected {VARIANT!r}, "
+                             f"{CLIMB!r} or {PHASE!r}")
     if lmc or seed != 1:
         raise NotExpressible(f"the {variant} variant has one layer and no random choice: "
                              f"expected LMC 0 and seed 1, got LMC {lmc} and seed {seed}")
-    if variant == CLIMB and routing is not None and routing != "min":
-        raise NotExpressible(f"the {CLIMB} variant routes near-minimal paths: expected "
+    if variant in (CLIMB, PHASE) and routing is not None and routing != "min":
+        raise NotExpressible(f"the {variant} variant routes near-minimal paths: expected "
                              f"routing min, got {routing}")
 
 

@@ -23,6 +23,7 @@ from tablegen.exports.infiniband.lids import (
     switch_guid,
 )
 from tablegen.exports.infiniband.climb import CLIMB
+from tablegen.exports.infiniband.phases import PHASE
 from tablegen.exports.infiniband.limits import MAX_IB_PORT
 from tablegen.exports.writer import (
     DEC,
@@ -510,7 +511,7 @@ def _path_sl_chunks(ts: TableSet, plan: LidPlan, names, layers) -> Chunks:
     groups, matrix = [], []
     if layers.num_sls == 1:
         rows = [("*", "*", "*", 0)]       # never materialise H^2 zeros
-    elif layers.info.get("variant") == CLIMB:
+    elif layers.info.get("variant") in (CLIMB, PHASE):
         # an SL per switch pair: the matrix (N^2 digits) instead of per-path lines (H (H + N))
         rows = []
         groups, matrix = path_sl_matrix(layers, ["0x" + g for g in hp_hex],
