@@ -114,8 +114,10 @@ def climb_layers(ts: TableSet, vls: int = IB_DATA_VLS) -> IbLayers:
                 f"the {CLIMB} variant found no fit of {NUM_SLS} SLs in {vls} VLs on "
                 f"{topo.name()}: {int((fails > 0).sum())} destinations' trees left switches "
                 f"out within the first {done} of {n} (restarts mend a few, not that many; "
-                f"docs/ib-routing.md); the IB-native variant (--ib-native) fits any connected "
-                f"fabric")
+                f"docs/ib-routing.md); "
+                + ("on a DSN-F the ib-phase variant (--ib-phase) takes its place, and "
+                   if topo.kind == "dsnf" else "")
+                + "the IB-native variant (--ib-native) fits any connected fabric")
         bad = np.isin(dorder, np.flatnonzero(fails))
         dorder = np.concatenate([dorder[bad], dorder[~bad]])
     else:
