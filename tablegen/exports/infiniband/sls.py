@@ -225,7 +225,8 @@ _LAST_VARIANT: list = []
 
 def check_variant(variant: str, lmc: int, seed: int, routing: str | None = None) -> None:
     """:class:`NotExpressible` unless ``variant`` exists and takes ``lmc``, ``seed`` and
-    ``routing`` (``ib-climb`` is near-minimal routing: MIN only; None: not checked)."""
+    ``routing`` (``ib-climb`` and ``ib-phase`` build their own trees for MIN's traffic: MIN
+    only; None: not checked)."""
     if variant not in (VARIANT, CLIMB, PHASE):
         raise NotExpressible(f"InfiniBand variant {variant!r}; expected {VARIANT!r}, "
                              f"{CLIMB!r} or {PHASE!r}")
@@ -233,8 +234,8 @@ def check_variant(variant: str, lmc: int, seed: int, routing: str | None = None)
         raise NotExpressible(f"the {variant} variant has one layer and no random choice: "
                              f"expected LMC 0 and seed 1, got LMC {lmc} and seed {seed}")
     if variant in (CLIMB, PHASE) and routing is not None and routing != "min":
-        raise NotExpressible(f"the {variant} variant routes near-minimal paths: expected "
-                             f"routing min, got {routing}")
+        raise NotExpressible(f"the {variant} variant builds its own trees for MIN's traffic: "
+                             f"expected routing min, got {routing}")
 
 
 # ---------------------------------------------------------------------------------------------
